@@ -1,0 +1,213 @@
+//! CPU convolution benchmark: every SD/FLUX VAE-decoder conv shape through the engine's
+//! chosen plan, side by side in one process with candle's `Tensor::conv2d` and (when
+//! Python with onnxruntime is available) onnxruntime's CPU conv, printing median time,
+//! GFLOP/s, the ratio against each anchor, and the peak workspace of each — counted by
+//! this binary's global allocator, not estimated.
+//!
+//! `cargo bench --bench conv -- [--quick] [--sizes 256,512] [--reps N] [--dtype f32|f16|bf16]
+//!  [--no-ort] [--python PATH] [--markdown FILE]`
+//!
+//! The onnxruntime anchor needs a Python with `onnxruntime` and `onnx` (see
+//! benches/anchors/README.md); `--python`, or `ROCM_VISION_PYTHON`, names it.
+
+use candle_core::{DType, Device, Tensor};
+use conv_engine::{Conv2dParams, ConvProblem, CpuConv};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+struct Counting;
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = CURRENT.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        CURRENT.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Heap growth above the starting point while `f` runs.
+fn peak_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = CURRENT.load(Ordering::SeqCst);
+    PEAK.store(before, Ordering::SeqCst);
+    let r = f();
+    (r, PEAK.load(Ordering::SeqCst).saturating_sub(before))
+}
+
+#[derive(Clone, Copy)]
+struct Shape {
+    name: &'static str,
+    c: usize,
+    k: usize,
+    r: usize,
+}
+
+const SHAPES: [Shape; 8] = [
+    Shape { name: "3x3 512->512", c: 512, k: 512, r: 3 },
+    Shape { name: "3x3 512->256", c: 512, k: 256, r: 3 },
+    Shape { name: "3x3 256->256", c: 256, k: 256, r: 3 },
+    Shape { name: "3x3 256->128", c: 256, k: 128, r: 3 },
+    Shape { name: "3x3 128->128", c: 128, k: 128, r: 3 },
+    Shape { name: "1x1 512->256", c: 512, k: 256, r: 1 },
+    Shape { name: "1x1 256->128", c: 256, k: 128, r: 1 },
+    Shape { name: "3x3 128->3 (conv_out)", c: 128, k: 3, r: 3 },
+];
+
+struct Args {
+    sizes: Vec<usize>,
+    reps: usize,
+    dtype: DType,
+    ort: bool,
+    python: String,
+    markdown: Option<String>,
+    shapes: Vec<Shape>,
+}
+
+fn parse_args() -> Args {
+    // The venv benches/anchors/README.md sets up, if present.
+    let python = std::env::var("ROCM_VISION_PYTHON").unwrap_or_else(|_| {
+        if std::path::Path::new("/opt/venv-ref/bin/python3").exists() { "/opt/venv-ref/bin/python3".into() } else { "python3".into() }
+    });
+    let mut a = Args { sizes: vec![256, 512], reps: 3, dtype: DType::F32, ort: true, python, markdown: None, shapes: SHAPES.to_vec() };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--quick" => {
+                a.sizes = vec![128];
+                a.reps = 1;
+                a.shapes = vec![SHAPES[2], SHAPES[4], SHAPES[6]];
+            }
+            "--sizes" => a.sizes = it.next().expect("--sizes needs a list").split(',').map(|s| s.parse().expect("size")).collect(),
+            "--reps" => a.reps = it.next().expect("--reps N").parse().expect("reps"),
+            "--dtype" => {
+                a.dtype = match it.next().as_deref() {
+                    Some("f32") => DType::F32,
+                    Some("f16") => DType::F16,
+                    Some("bf16") => DType::BF16,
+                    other => panic!("--dtype f32|f16|bf16, got {other:?}"),
+                }
+            }
+            "--no-ort" => a.ort = false,
+            "--python" => a.python = it.next().expect("--python PATH"),
+            "--markdown" => a.markdown = Some(it.next().expect("--markdown FILE")),
+            "--bench" => {}
+            other => eprintln!("ignoring unknown argument {other:?}"),
+        }
+    }
+    a
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs `f` once to warm up and measure peak memory, then `reps` times for the median.
+fn time<R>(reps: usize, mut f: impl FnMut() -> R) -> (f64, usize) {
+    let (_, peak) = peak_during(&mut f);
+    let t = (0..reps)
+        .map(|_| {
+            let s = Instant::now();
+            std::hint::black_box(f());
+            s.elapsed().as_secs_f64()
+        })
+        .collect();
+    (median(t), peak)
+}
+
+/// onnxruntime's figures for the same shapes, from `benches/anchors/onnxruntime_conv.py`.
+fn onnxruntime(args: &Args, size: usize) -> Result<Vec<Option<f64>>, String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/anchors/onnxruntime_conv.py");
+    let mut cmd = std::process::Command::new(&args.python);
+    cmd.arg(script).arg("--threads").arg(rayon::current_num_threads().to_string()).arg("--runs").arg(args.reps.max(3).to_string());
+    for s in &args.shapes {
+        cmd.arg("--shape").arg(format!("{}:{}:{size}:{}:{}", s.c, s.k, s.r, s.r / 2));
+    }
+    let out = cmd.output().map_err(|e| format!("could not run {}: {e}", args.python))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("onnxruntime script failed: {}", err.lines().last().unwrap_or("")));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let times: Vec<Option<f64>> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .map(|l| {
+            let key = "\"median_s\":";
+            l.find(key).and_then(|i| l[i + key.len()..].trim_start().split([',', '}']).next()?.trim().parse().ok())
+        })
+        .collect();
+    if times.len() != args.shapes.len() {
+        return Err(format!("onnxruntime script printed {} results for {} shapes", times.len(), args.shapes.len()));
+    }
+    Ok(times)
+}
+
+fn main() {
+    let args = parse_args();
+    let threads = rayon::current_num_threads();
+    let engine = CpuConv::default();
+    let mut table = vec![format!(
+        "| shape | output | ours: algorithm | ours ms | ours GFLOP/s | ours workspace | candle ms | candle GFLOP/s | candle workspace | ours/candle speed | onnxruntime ms | ours/onnxruntime speed |"
+    )];
+    table.push("|---|---|---|---|---|---|---|---|---|---|---|---|".into());
+    println!("CPU conv benchmark: {threads} threads, dtype {:?}, {} reps (median)", args.dtype, args.reps);
+    for &size in &args.sizes {
+        let ort = if args.ort && args.dtype == DType::F32 { onnxruntime(&args, size) } else { Err("not run (--no-ort or not f32)".into()) };
+        if let Err(e) = &ort {
+            println!("onnxruntime anchor skipped at {size}²: {e}");
+        }
+        for (i, s) in args.shapes.iter().enumerate() {
+            let pad = s.r / 2;
+            let x = Tensor::randn(0f32, 1.0, (1, s.c, size, size), &Device::Cpu).unwrap().to_dtype(args.dtype).unwrap();
+            let w = Tensor::randn(0f32, 0.05, (s.k, s.c, s.r, s.r), &Device::Cpu).unwrap().to_dtype(args.dtype).unwrap();
+            let params = Conv2dParams::default().with_padding(pad);
+            let problem = ConvProblem::conv2d(x.dims(), w.dims(), args.dtype, args.dtype, &params).unwrap();
+            let flops = problem.geometry.flops() as f64;
+            let out_bytes = problem.output_bytes();
+            let plan = engine.plan(&problem).unwrap();
+            let (ours, ours_peak) = time(args.reps, || engine.run_plan(&plan, &x, &w, None).unwrap());
+            let candle = if args.dtype == DType::BF16 {
+                None // candle's CPU conv2d has no bf16
+            } else {
+                Some(time(args.reps, || x.conv2d(&w, pad, 1, 1, 1).unwrap()))
+            };
+            let ort_t = ort.as_ref().ok().and_then(|v| v[i]);
+            let mib = |b: usize| format!("{:.1} MiB", b.saturating_sub(out_bytes) as f64 / (1 << 20) as f64);
+            let row = format!(
+                "| {} | {size}² | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
+                s.name,
+                plan.algorithm,
+                ours * 1e3,
+                flops / ours / 1e9,
+                mib(ours_peak),
+                candle.map_or("n/a".into(), |(t, _)| format!("{:.1}", t * 1e3)),
+                candle.map_or("n/a".into(), |(t, _)| format!("{:.1}", flops / t / 1e9)),
+                candle.map_or("n/a".into(), |(_, p)| mib(p)),
+                candle.map_or("n/a (bf16 unsupported)".into(), |(t, _)| format!("{:.2}x", t / ours)),
+                ort_t.map_or("n/a".into(), |t| format!("{:.1}", t * 1e3)),
+                ort_t.map_or("n/a".into(), |t| format!("{:.2}x", t / ours)),
+            );
+            println!("{row}");
+            table.push(row);
+        }
+    }
+    let md = table.join("\n");
+    println!("\n{md}");
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, md + "\n").unwrap_or_else(|e| panic!("writing {path}: {e}"));
+        println!("table written to {path}");
+    }
+}

@@ -1,0 +1,287 @@
+//! Convolution on the CPU: the algorithm catalog (workspace and cost of each algorithm
+//! here) and the execution of plans on candle CPU tensors.
+
+mod candle_conv;
+pub mod direct;
+mod gemm1x1;
+
+use crate::budget::{Budget, DEFAULT_CPU_WORKSPACE, host_free_bytes};
+use crate::dispatch::{Algorithm, AlgorithmCatalog, BudgetState, Chunk, Dispatcher, Plan};
+use crate::error::ConvError;
+use crate::problem::{Conv1dParams, Conv2dParams, ConvDType, ConvProblem};
+use crate::workspace::WorkspaceMeter;
+use candle_core::{Device, Storage, Tensor, WithDType};
+use half::{bf16, f16};
+use implicit_gemm::ConvGeometry;
+use implicit_gemm::cpu::{CpuConvPlan, Element, MicroKernel};
+
+/// Sustained GFLOP/s per thread of each CPU algorithm on the VAE-decoder shapes, measured
+/// on a 2-core Zen 3 (AVX2/FMA) with `cargo bench --bench conv` (docs/measurements/).
+/// Only their ratios matter to the dispatcher.
+fn gflops_per_thread(alg: Algorithm, dtype: ConvDType) -> f64 {
+    match (alg, dtype) {
+        (Algorithm::ImplicitGemm, ConvDType::F32) => 55.0,
+        (Algorithm::ImplicitGemm, _) => 45.0,
+        (Algorithm::Gemm1x1, ConvDType::F32) => 45.0,
+        (Algorithm::Gemm1x1, _) => 15.0,
+        (Algorithm::Im2colGemm, ConvDType::F32) => 25.0,
+        (Algorithm::Im2colGemm, _) => 6.0,
+        (Algorithm::Direct, _) => 0.8,
+        (Algorithm::Miopen, _) => 0.0,
+    }
+}
+
+/// The CPU's algorithms: `ImplicitGemm`, `Im2colGemm` (candle's own conv), `Gemm1x1` (the
+/// gemm crate over the input in place) and `Direct`.
+#[derive(Clone, Debug)]
+pub struct CpuCatalog {
+    threads: usize,
+    kernel: MicroKernel,
+}
+
+impl CpuCatalog {
+    /// Uses rayon's current thread count and the best microkernel for this CPU.
+    pub fn new() -> Self {
+        CpuCatalog { threads: rayon::current_num_threads(), kernel: MicroKernel::detect() }
+    }
+
+    /// A specific microkernel (e.g. `Portable` to test it on an AVX2 machine). Panics if
+    /// this CPU cannot run it.
+    pub fn with_kernel(mut self, kernel: MicroKernel) -> Self {
+        assert!(kernel.is_supported(), "{kernel:?} is not supported by this CPU");
+        self.kernel = kernel;
+        self
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn implicit_plan(&self, problem: &ConvProblem, chunk: &Chunk) -> CpuConvPlan {
+        CpuConvPlan::new(&chunk_geometry(problem, chunk), chunk.rows.clone(), self.threads, self.kernel, None)
+    }
+}
+
+impl Default for CpuCatalog {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The problem's geometry restricted to the chunk's images (rows are passed separately).
+fn chunk_geometry(problem: &ConvProblem, chunk: &Chunk) -> ConvGeometry {
+    let mut g = problem.geometry;
+    g.batch = chunk.batch.len();
+    g
+}
+
+impl AlgorithmCatalog for CpuCatalog {
+    fn device_key(&self) -> String {
+        format!("cpu/{:?}/{} threads", self.kernel, self.threads)
+    }
+
+    fn algorithms(&self) -> Vec<Algorithm> {
+        vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct]
+    }
+
+    fn workspace_bytes(&self, alg: Algorithm, problem: &ConvProblem, chunk: &Chunk) -> Option<usize> {
+        match alg {
+            Algorithm::ImplicitGemm => Some(self.implicit_plan(problem, chunk).workspace_bytes()),
+            Algorithm::Direct => Some(0),
+            Algorithm::Im2colGemm => candle_conv::workspace_bytes(problem, chunk, self.threads),
+            Algorithm::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
+            Algorithm::Miopen => None,
+        }
+    }
+
+    fn estimated_seconds(&self, alg: Algorithm, problem: &ConvProblem, chunk: &Chunk) -> f64 {
+        let g = &problem.geometry;
+        let share = (chunk.batch.len() * chunk.rows.len()) as f64 / (g.batch * g.out_hw()[0]) as f64;
+        let flops = g.flops() as f64 * share;
+        let rate = gflops_per_thread(alg, problem.dtype) * 1e9 * self.threads as f64;
+        // Small problems are dominated by fixed costs (thread start-up, packing set-up).
+        let fixed = match alg {
+            Algorithm::Direct => 2e-6,
+            _ => 30e-6,
+        };
+        fixed + flops / rate
+    }
+}
+
+/// Convolution on the CPU within a workspace budget: plans with the dispatcher, runs the
+/// plan, and counts the workspace it allocates itself.
+pub struct CpuConv {
+    dispatcher: Dispatcher<CpuCatalog>,
+    budget: Budget,
+    meter: WorkspaceMeter,
+}
+
+impl Default for CpuConv {
+    fn default() -> Self {
+        Self::new(Budget::bytes(DEFAULT_CPU_WORKSPACE))
+    }
+}
+
+impl CpuConv {
+    pub fn new(budget: Budget) -> Self {
+        Self::with_catalog(CpuCatalog::new(), budget)
+    }
+
+    pub fn with_catalog(catalog: CpuCatalog, budget: Budget) -> Self {
+        CpuConv { dispatcher: Dispatcher::new(catalog), budget, meter: WorkspaceMeter::default() }
+    }
+
+    /// Only these algorithms may be chosen.
+    pub fn with_allowed(mut self, algorithms: &[Algorithm]) -> Self {
+        self.dispatcher = self.dispatcher.with_allowed(algorithms);
+        self
+    }
+
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    pub fn dispatcher(&self) -> &Dispatcher<CpuCatalog> {
+        &self.dispatcher
+    }
+
+    /// Workspace the engine itself allocated (candle's and the gemm crate's internal
+    /// buffers are not seen here; their reported workspace is an upper bound).
+    pub fn meter(&self) -> &WorkspaceMeter {
+        &self.meter
+    }
+
+    pub fn budget_state(&self) -> BudgetState {
+        BudgetState { budget: self.budget.resolve(host_free_bytes), live: 0 }
+    }
+
+    /// The plan the dispatcher chooses for `problem` now.
+    pub fn plan(&self, problem: &ConvProblem) -> Result<Plan, ConvError> {
+        self.dispatcher.plan(problem, self.budget_state())
+    }
+
+    pub fn conv2d(&self, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, params: &Conv2dParams) -> Result<Tensor, ConvError> {
+        let p = ConvProblem::conv2d(input.dims(), weight.dims(), input.dtype(), weight.dtype(), params)?;
+        self.run(&p, input, weight, bias)
+    }
+
+    pub fn conv_transpose2d(&self, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, params: &Conv2dParams) -> Result<Tensor, ConvError> {
+        let p = ConvProblem::conv_transpose2d(input.dims(), weight.dims(), input.dtype(), weight.dtype(), params)?;
+        self.run(&p, input, weight, bias)
+    }
+
+    pub fn conv1d(&self, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor, ConvError> {
+        let p = ConvProblem::conv1d(input.dims(), weight.dims(), input.dtype(), weight.dtype(), params)?;
+        self.run(&p, input, weight, bias)
+    }
+
+    pub fn conv_transpose1d(&self, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor, ConvError> {
+        let p = ConvProblem::conv_transpose1d(input.dims(), weight.dims(), input.dtype(), weight.dtype(), params)?;
+        self.run(&p, input, weight, bias)
+    }
+
+    /// Runs `problem` (which must describe these tensors) with the plan the dispatcher
+    /// chooses.
+    pub fn run(&self, problem: &ConvProblem, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, ConvError> {
+        let plan = self.plan(problem)?;
+        self.run_plan(&plan, input, weight, bias)
+    }
+
+    /// Runs a given plan.
+    pub fn run_plan(&self, plan: &Plan, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, ConvError> {
+        let problem = &plan.problem;
+        check_tensors(problem, input, weight, bias)?;
+        match problem.dtype {
+            ConvDType::F32 => self.run_typed::<f32>(plan, input, weight, bias),
+            ConvDType::F16 => self.run_typed::<f16>(plan, input, weight, bias),
+            ConvDType::BF16 => self.run_typed::<bf16>(plan, input, weight, bias),
+        }
+    }
+
+    fn run_typed<T: Element + WithDType>(&self, plan: &Plan, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, ConvError> {
+        let problem = &plan.problem;
+        let g = &problem.geometry;
+        if plan.algorithm == Algorithm::Im2colGemm {
+            return candle_conv::run::<T>(plan, input, weight, bias);
+        }
+        let input = input.contiguous()?;
+        let weight = weight.contiguous()?;
+        let bias = bias.map(|b| b.contiguous()).transpose()?;
+        let (x_st, x_l) = input.storage_and_layout();
+        let (w_st, w_l) = weight.storage_and_layout();
+        let x = cpu_slice::<T>(&x_st, x_l)?;
+        let w = cpu_slice::<T>(&w_st, w_l)?;
+        let b_guard = bias.as_ref().map(|b| b.storage_and_layout());
+        let b = match &b_guard {
+            Some((st, l)) => Some(cpu_slice::<T>(st, l)?),
+            None => None,
+        };
+        // Poisoned: an element no chunk writes stays NaN and fails every comparison.
+        let mut out = vec![T::from_f32(f32::NAN); g.output_len()];
+        let (img_in, img_out) = (g.input_len() / g.batch, g.output_len() / g.batch);
+        for chunk in plan.chunks() {
+            let gc = chunk_geometry(problem, &chunk);
+            let xs = &x[chunk.batch.start * img_in..chunk.batch.end * img_in];
+            let os = &mut out[chunk.batch.start * img_out..chunk.batch.end * img_out];
+            match plan.algorithm {
+                Algorithm::ImplicitGemm => {
+                    let exec = self.dispatcher.catalog().implicit_plan(problem, &chunk);
+                    let mut ws = self.meter.alloc_f32(exec.workspace_floats());
+                    exec.run(xs, w, b, os, &mut ws);
+                }
+                Algorithm::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
+                Algorithm::Gemm1x1 => gemm1x1::run(&gc, xs, w, b, os, chunk.rows.clone(), self.dispatcher.catalog().threads)?,
+                Algorithm::Im2colGemm | Algorithm::Miopen => unreachable!("handled above / not offered"),
+            }
+        }
+        Ok(Tensor::from_vec(out, problem.output_shape(), &Device::Cpu)?)
+    }
+}
+
+/// The elements of a contiguous CPU tensor.
+pub(crate) fn cpu_slice<'a, T: WithDType>(st: &'a Storage, layout: &candle_core::Layout) -> Result<&'a [T], ConvError> {
+    match st {
+        Storage::Cpu(c) => {
+            let s = c.as_slice::<T>()?;
+            Ok(&s[layout.start_offset()..layout.start_offset() + layout.shape().elem_count()])
+        }
+        other => Err(ConvError::Candle(candle_core::Error::Msg(format!(
+            "CPU convolution given a tensor on {:?}",
+            other.device().location()
+        )))),
+    }
+}
+
+/// The tensors must be what the problem says: shapes, dtype, device, bias.
+fn check_tensors(problem: &ConvProblem, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<(), ConvError> {
+    let g = &problem.geometry;
+    let op = "conv";
+    if input.dims() != problem.input_shape() || weight.dims() != problem.weight_shape() {
+        return Err(ConvError::Parameter {
+            op,
+            param: "tensor shapes",
+            value: format!("input {:?}, weight {:?}", input.dims(), weight.dims()),
+            reason: "do not match the planned problem",
+        });
+    }
+    for t in [input, weight] {
+        if !t.device().is_cpu() {
+            return Err(ConvError::Parameter { op, param: "device", value: format!("{:?}", t.device().location()), reason: "the CPU engine needs CPU tensors" });
+        }
+        if ConvDType::from_candle(t.dtype()) != Some(problem.dtype) {
+            return Err(ConvError::DTypeMismatch { op, input: problem.dtype, weight: ConvDType::from_candle(t.dtype()).unwrap_or(problem.dtype) });
+        }
+    }
+    if let Some(b) = bias {
+        if b.dims() != [g.out_channels] {
+            return Err(ConvError::BiasShape { op, shape: b.dims().to_vec(), channels: g.out_channels });
+        }
+        if ConvDType::from_candle(b.dtype()) != Some(problem.dtype) {
+            return Err(ConvError::BiasDType { op, bias: format!("{:?}", b.dtype()), input: problem.dtype });
+        }
+        if !b.device().is_cpu() {
+            return Err(ConvError::Parameter { op, param: "bias device", value: format!("{:?}", b.device().location()), reason: "the CPU engine needs CPU tensors" });
+        }
+    }
+    Ok(())
+}

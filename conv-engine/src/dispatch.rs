@@ -1,0 +1,457 @@
+//! The byte-budget dispatcher: which algorithm runs a convolution, in how many chunks.
+//!
+//! Every algorithm reports the exact workspace it needs for a (sub-)problem. The
+//! dispatcher keeps the algorithms whose workspace fits what the budget leaves, and picks
+//! the cheapest by the device's cost model (or by a time measured earlier and recorded in
+//! the plan cache). An algorithm that does not fit whole is tried on chunks — batch
+//! first, then output rows — until one fits; if none fits even one output row, the error
+//! names the bytes the smallest plan needs.
+
+use crate::budget::format_bytes;
+use crate::error::ConvError;
+use crate::problem::ConvProblem;
+use implicit_gemm::ConvKind;
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::Mutex;
+
+/// A convolution algorithm. Which ones a device offers, and what each costs there, comes
+/// from the device's [`AlgorithmCatalog`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Algorithm {
+    /// Conv as GEMM reading the input through the index map; no im2col buffer.
+    ImplicitGemm,
+    /// Materialised im2col matrix times the weights (candle's conv on the CPU, rocBLAS
+    /// on ROCm). Chunked over batch and output rows when the column buffer is too big.
+    Im2colGemm,
+    /// A 1x1, stride-1, unpadded convolution as one GEMM over the input in place.
+    Gemm1x1,
+    /// MIOpen's solver (ROCm, opt-in), workspace capped by the budget.
+    Miopen,
+    /// Direct convolution: the reference, any parameters, no workspace.
+    Direct,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::ImplicitGemm,
+        Algorithm::Im2colGemm,
+        Algorithm::Gemm1x1,
+        Algorithm::Miopen,
+        Algorithm::Direct,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::ImplicitGemm => "ImplicitGemm",
+            Algorithm::Im2colGemm => "Im2colGemm",
+            Algorithm::Gemm1x1 => "Gemm1x1",
+            Algorithm::Miopen => "Miopen",
+            Algorithm::Direct => "Direct",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Algorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                let names: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+                format!("unknown convolution algorithm {s:?}; known: {}", names.join(", "))
+            })
+    }
+}
+
+/// One piece of a chunked problem: images `batch` and output rows `rows`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    pub batch: Range<usize>,
+    pub rows: Range<usize>,
+}
+
+/// How a plan splits its problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Chunking {
+    pub batch_per_chunk: usize,
+    pub rows_per_chunk: usize,
+}
+
+/// What a device knows about its algorithms.
+pub trait AlgorithmCatalog: Send + Sync {
+    /// Identifies the device and its library versions in cache keys and logs
+    /// (e.g. `cpu/avx2fma/2 threads`, `rocm/gfx1100/hip 6.4.43484/rocblas 4.4`).
+    fn device_key(&self) -> String;
+
+    /// The algorithms this device can run, in no particular order.
+    fn algorithms(&self) -> Vec<Algorithm>;
+
+    /// Exact workspace bytes `algorithm` allocates for `chunk` of `problem`, or `None`
+    /// when it cannot run that chunk (unsupported parameters, or chunking by rows that
+    /// this algorithm cannot do).
+    fn workspace_bytes(&self, algorithm: Algorithm, problem: &ConvProblem, chunk: &Chunk) -> Option<usize>;
+
+    /// Estimated seconds to run `chunk` of `problem` with `algorithm`.
+    fn estimated_seconds(&self, algorithm: Algorithm, problem: &ConvProblem, chunk: &Chunk) -> f64;
+}
+
+/// The budget as the dispatcher sees it for one decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BudgetState {
+    /// Total budget in bytes.
+    pub budget: usize,
+    /// Bytes already live on the device and counted against the budget.
+    pub live: usize,
+}
+
+impl BudgetState {
+    pub fn available(&self) -> usize {
+        self.budget.saturating_sub(self.live)
+    }
+}
+
+/// The dispatcher's decision for one problem.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub problem: ConvProblem,
+    pub algorithm: Algorithm,
+    pub chunking: Chunking,
+    /// Peak workspace of the largest chunk.
+    pub workspace_bytes: usize,
+    pub estimated_seconds: f64,
+    /// Whether the time came from a measurement recorded in the plan cache.
+    pub measured: bool,
+}
+
+impl Plan {
+    /// The chunks in execution order (batch outer, rows inner).
+    pub fn chunks(&self) -> Vec<Chunk> {
+        chunk_list(&self.problem, self.chunking)
+    }
+
+    pub fn chunk_count(&self) -> usize {
+        let g = &self.problem.geometry;
+        g.batch.div_ceil(self.chunking.batch_per_chunk) * g.out_hw()[0].div_ceil(self.chunking.rows_per_chunk)
+    }
+}
+
+fn chunk_list(problem: &ConvProblem, c: Chunking) -> Vec<Chunk> {
+    let g = &problem.geometry;
+    let rows = g.out_hw()[0];
+    let mut out = Vec::new();
+    for b0 in (0..g.batch).step_by(c.batch_per_chunk) {
+        for r0 in (0..rows).step_by(c.rows_per_chunk) {
+            out.push(Chunk {
+                batch: b0..(b0 + c.batch_per_chunk).min(g.batch),
+                rows: r0..(r0 + c.rows_per_chunk).min(rows),
+            });
+        }
+    }
+    out
+}
+
+/// Plans already made, and times measured, keyed by problem (dtype included) and the set
+/// of allowed algorithms. Safe to share between threads.
+#[derive(Default)]
+pub struct PlanCache {
+    plans: Mutex<HashMap<(ConvProblem, Vec<Algorithm>), Plan>>,
+    measured: Mutex<HashMap<(ConvProblem, Algorithm), f64>>,
+}
+
+impl PlanCache {
+    /// Records a measured run time, which then replaces the cost model's estimate for
+    /// that (problem, algorithm) and invalidates plans made for the problem.
+    pub fn record_measurement(&self, problem: &ConvProblem, algorithm: Algorithm, seconds: f64) {
+        self.measured.lock().expect("plan cache poisoned").insert((*problem, algorithm), seconds);
+        self.plans.lock().expect("plan cache poisoned").retain(|(p, _), _| p != problem);
+    }
+
+    pub fn measurement(&self, problem: &ConvProblem, algorithm: Algorithm) -> Option<f64> {
+        self.measured.lock().expect("plan cache poisoned").get(&(*problem, algorithm)).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.plans.lock().expect("plan cache poisoned").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Fixed cost of running one more chunk (a launch, re-reading the overlap rows).
+const PER_CHUNK_SECONDS: f64 = 20e-6;
+
+/// Chooses plans for a device's catalog within a budget.
+pub struct Dispatcher<C: AlgorithmCatalog> {
+    catalog: C,
+    allowed: Vec<Algorithm>,
+    cache: PlanCache,
+}
+
+impl<C: AlgorithmCatalog> Dispatcher<C> {
+    pub fn new(catalog: C) -> Self {
+        let mut allowed = catalog.algorithms();
+        allowed.sort();
+        Dispatcher { catalog, allowed, cache: PlanCache::default() }
+    }
+
+    /// Restricts the dispatcher to `algorithms` (those the device does not offer are
+    /// ignored). Clears cached plans.
+    pub fn with_allowed(mut self, algorithms: &[Algorithm]) -> Self {
+        let offered = self.catalog.algorithms();
+        self.allowed = offered.into_iter().filter(|a| algorithms.contains(a)).collect();
+        self.allowed.sort();
+        self.cache = PlanCache::default();
+        self
+    }
+
+    pub fn catalog(&self) -> &C {
+        &self.catalog
+    }
+
+    pub fn cache(&self) -> &PlanCache {
+        &self.cache
+    }
+
+    pub fn allowed(&self) -> &[Algorithm] {
+        &self.allowed
+    }
+
+    /// The plan for `problem` given the budget, from the cache when a cached plan still
+    /// fits. Emits one `tracing` event per decision.
+    pub fn plan(&self, problem: &ConvProblem, budget: BudgetState) -> Result<Plan, ConvError> {
+        let key = (*problem, self.allowed.clone());
+        if let Some(plan) = self.cache.plans.lock().expect("plan cache poisoned").get(&key)
+            && plan.workspace_bytes <= budget.available()
+        {
+            trace_decision(&self.catalog, plan, budget, true);
+            return Ok(plan.clone());
+        }
+        let plan = self.choose(problem, budget)?;
+        trace_decision(&self.catalog, &plan, budget, false);
+        self.cache.plans.lock().expect("plan cache poisoned").insert(key, plan.clone());
+        Ok(plan)
+    }
+
+    /// Every feasible (algorithm, chunking) with its cost; the cheapest wins.
+    fn choose(&self, problem: &ConvProblem, budget: BudgetState) -> Result<Plan, ConvError> {
+        let available = budget.available();
+        let g = &problem.geometry;
+        let rows = g.out_hw()[0];
+        let mut best: Option<Plan> = None;
+        // The smallest workspace any allowed algorithm needs, for the error message.
+        let mut smallest: Option<(usize, Algorithm, &'static str)> = None;
+        let mut any_supported = false;
+
+        for &alg in &self.allowed {
+            let whole = Chunking { batch_per_chunk: g.batch, rows_per_chunk: rows };
+            let Some(ws) = self.max_workspace(alg, problem, whole) else { continue };
+            any_supported = true;
+            let mut consider = |chunking: Chunking, ws: usize, unit: &'static str| {
+                if smallest.is_none_or(|(s, _, _)| ws < s) {
+                    smallest = Some((ws, alg, unit));
+                }
+                if ws > available {
+                    return false;
+                }
+                let chunks = chunk_list(problem, chunking);
+                let measured = self.cache.measurement(problem, alg).filter(|_| chunks.len() == 1);
+                let seconds = measured.unwrap_or_else(|| {
+                    chunks.iter().map(|c| self.catalog.estimated_seconds(alg, problem, c)).sum::<f64>()
+                        + PER_CHUNK_SECONDS * (chunks.len() - 1) as f64
+                });
+                let plan = Plan {
+                    problem: *problem,
+                    algorithm: alg,
+                    chunking,
+                    workspace_bytes: ws,
+                    estimated_seconds: seconds,
+                    measured: measured.is_some(),
+                };
+                if best.as_ref().is_none_or(|b| plan.estimated_seconds < b.estimated_seconds) {
+                    best = Some(plan);
+                }
+                true
+            };
+            if consider(whole, ws, "problem") {
+                continue;
+            }
+            // Batch chunks, halving.
+            let mut fitted = false;
+            let mut nb = g.batch;
+            while nb > 1 {
+                nb = nb.div_ceil(2);
+                let c = Chunking { batch_per_chunk: nb, rows_per_chunk: rows };
+                if let Some(ws) = self.max_workspace(alg, problem, c)
+                    && consider(c, ws, "image")
+                {
+                    fitted = true;
+                    break;
+                }
+            }
+            if fitted {
+                continue;
+            }
+            // Output-row chunks of one image, halving down to a single row.
+            let mut nr = rows;
+            while nr > 1 {
+                nr = nr.div_ceil(2);
+                let c = Chunking { batch_per_chunk: 1, rows_per_chunk: nr };
+                match self.max_workspace(alg, problem, c) {
+                    Some(ws) if consider(c, ws, "output row") => break,
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+        }
+
+        if let Some(plan) = best {
+            return Ok(plan);
+        }
+        if !any_supported {
+            return Err(ConvError::NoAlgorithm {
+                problem: problem.to_string(),
+                allowed: self.allowed.iter().map(|a| a.name()).collect::<Vec<_>>().join(", "),
+            });
+        }
+        let (needed, alg, unit) = smallest.expect("a supported algorithm was considered");
+        Err(ConvError::BudgetExceeded {
+            problem: problem.to_string(),
+            algorithm: alg.to_string(),
+            unit,
+            needed,
+            available,
+            budget: budget.budget,
+            live: budget.live,
+        })
+    }
+
+    /// The largest workspace over a chunking's chunks. Chunks of the same size differ only
+    /// at the borders (padding), so the first, a middle and the last chunk stand for all.
+    fn max_workspace(&self, alg: Algorithm, problem: &ConvProblem, chunking: Chunking) -> Option<usize> {
+        let chunks = chunk_list(problem, chunking);
+        let picks: Vec<&Chunk> = if chunks.len() <= 8 {
+            chunks.iter().collect()
+        } else {
+            vec![&chunks[0], &chunks[1], &chunks[chunks.len() / 2], &chunks[chunks.len() - 1]]
+        };
+        let mut max = 0;
+        for c in picks {
+            max = max.max(self.catalog.workspace_bytes(alg, problem, c)?);
+        }
+        Some(max)
+    }
+}
+
+fn trace_decision<C: AlgorithmCatalog>(catalog: &C, plan: &Plan, budget: BudgetState, cached: bool) {
+    tracing::debug!(
+        target: "conv_engine::dispatch",
+        device = %catalog.device_key(),
+        problem = %plan.problem,
+        algorithm = %plan.algorithm,
+        workspace_bytes = plan.workspace_bytes,
+        workspace = %format_bytes(plan.workspace_bytes),
+        chunks = plan.chunk_count(),
+        batch_per_chunk = plan.chunking.batch_per_chunk,
+        rows_per_chunk = plan.chunking.rows_per_chunk,
+        estimated_ms = plan.estimated_seconds * 1e3,
+        measured = plan.measured,
+        budget_bytes = budget.budget,
+        live_bytes = budget.live,
+        cached,
+        "conv plan"
+    );
+}
+
+/// Whether output-row chunking of `problem` can be expressed as independent sub-problems
+/// (forward convolutions); transposed ones are chunked by the executors that can.
+pub fn rows_are_subproblems(problem: &ConvProblem) -> bool {
+    problem.geometry.kind == ConvKind::Forward
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::{Conv2dParams, ConvProblem};
+    use candle_core::DType;
+
+    /// A catalog with made-up costs: A is fast with workspace proportional to the chunk,
+    /// B is slow with none.
+    struct Toy {
+        b_offered: bool,
+    }
+    impl AlgorithmCatalog for Toy {
+        fn device_key(&self) -> String {
+            "toy".into()
+        }
+        fn algorithms(&self) -> Vec<Algorithm> {
+            let mut v = vec![Algorithm::Im2colGemm];
+            if self.b_offered {
+                v.push(Algorithm::Direct);
+            }
+            v
+        }
+        fn workspace_bytes(&self, a: Algorithm, _p: &ConvProblem, c: &Chunk) -> Option<usize> {
+            Some(match a {
+                Algorithm::Im2colGemm => 1000 * c.batch.len() * c.rows.len(),
+                _ => 0,
+            })
+        }
+        fn estimated_seconds(&self, a: Algorithm, _p: &ConvProblem, c: &Chunk) -> f64 {
+            let work = (c.batch.len() * c.rows.len()) as f64;
+            match a {
+                Algorithm::Im2colGemm => work,
+                _ => 100.0 * work,
+            }
+        }
+    }
+
+    fn problem(batch: usize) -> ConvProblem {
+        ConvProblem::conv2d(&[batch, 2, 16, 16], &[2, 2, 3, 3], DType::F32, DType::F32, &Conv2dParams::default().with_padding(1))
+            .unwrap()
+    }
+
+    #[test]
+    fn picks_the_fastest_that_fits_and_chunks_batch_before_rows() {
+        let d = Dispatcher::new(Toy { b_offered: true });
+        let p = problem(4);
+        let plan = d.plan(&p, BudgetState { budget: 1 << 30, live: 0 }).unwrap();
+        assert_eq!((plan.algorithm, plan.chunk_count()), (Algorithm::Im2colGemm, 1));
+        // 4 images × 16 rows × 1000 = 64000 bytes whole; 32000 fits two images at a time.
+        let plan = d.plan(&p, BudgetState { budget: 40_000, live: 8_000 }).unwrap();
+        assert_eq!(plan.chunking, Chunking { batch_per_chunk: 2, rows_per_chunk: 16 });
+        // 5000 bytes: one image, 4 rows at a time.
+        let plan = d.plan(&p, BudgetState { budget: 5_000, live: 0 }).unwrap();
+        assert_eq!(plan.chunking, Chunking { batch_per_chunk: 1, rows_per_chunk: 4 });
+        assert!(plan.workspace_bytes <= 5_000);
+    }
+
+    #[test]
+    fn error_names_the_bytes_needed() {
+        let d = Dispatcher::new(Toy { b_offered: false });
+        let e = d.plan(&problem(1), BudgetState { budget: 900, live: 100 }).unwrap_err().to_string();
+        assert!(e.contains("1000 bytes") && e.contains("800 bytes") && e.contains("output row"), "{e}");
+    }
+
+    #[test]
+    fn measured_time_overrides_the_model() {
+        let d = Dispatcher::new(Toy { b_offered: true });
+        let p = problem(1);
+        let budget = BudgetState { budget: 1 << 30, live: 0 };
+        assert_eq!(d.plan(&p, budget).unwrap().algorithm, Algorithm::Im2colGemm);
+        d.cache().record_measurement(&p, Algorithm::Direct, 1e-6);
+        let plan = d.plan(&p, budget).unwrap();
+        assert_eq!(plan.algorithm, Algorithm::Direct);
+        assert!(plan.measured);
+    }
+}

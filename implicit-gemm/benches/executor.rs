@@ -1,0 +1,68 @@
+//! Throughput of the CPU executor on VAE-decoder conv shapes, against the f32 FMA peak
+//! of this CPU measured in the same run. `cargo bench -p implicit-gemm`.
+//!
+//! This is the executor alone (no dispatcher); `benches/conv.rs` at the workspace root
+//! compares whole plans with candle and onnxruntime.
+
+use implicit_gemm::cpu::{CpuConvPlan, MicroKernel};
+use implicit_gemm::{ConvGeometry, ConvKind};
+use std::time::Instant;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let threads = rayon::current_num_threads();
+    let kernel = MicroKernel::detect();
+    println!("microkernel {kernel:?}, {threads} threads");
+    let shapes: &[(usize, usize, usize, usize)] = &[
+        (512, 512, 64, 3),
+        (256, 256, 128, 3),
+        (128, 128, 256, 3),
+        (512, 256, 128, 1),
+    ];
+    for &(c, k, hw, r) in shapes {
+        let pad = r / 2;
+        let g = ConvGeometry {
+            kind: ConvKind::Forward,
+            batch: 1,
+            in_channels: c,
+            in_size: [hw, hw],
+            out_channels: k,
+            kernel: [r, r],
+            stride: [1, 1],
+            pad_begin: [pad, pad],
+            pad_end: [pad, pad],
+            dilation: [1, 1],
+            output_padding: [0, 0],
+            groups: 1,
+        };
+        let x: Vec<f32> = (0..g.input_len()).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect();
+        let w: Vec<f32> = (0..g.weight_len()).map(|i| ((i * 104729) % 1000) as f32 * 1e-3 - 0.5).collect();
+        let mut out = vec![0f32; g.output_len()];
+        let tiling = std::env::var("TILING").ok().map(|v| {
+            let n: Vec<usize> = v.split(',').map(|x| x.parse().unwrap()).collect();
+            implicit_gemm::cpu::CpuTiling { kc: n[0], nc: n[1], mc: n[2] }
+        });
+        let plan = CpuConvPlan::new(&g, 0..hw, threads, kernel, tiling);
+        let mut ws = vec![0f32; plan.workspace_floats()];
+        plan.run(&x, &w, None, &mut out, &mut ws);
+        let times: Vec<f64> = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                plan.run(&x, &w, None, &mut out, &mut ws);
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        let t = median(times);
+        println!(
+            "{c:>4}->{k:<4} {r}x{r} {hw:>4}²: {:8.2} ms {:7.1} GFLOP/s  tiling {:?} workspace {} KiB",
+            t * 1e3,
+            g.flops() as f64 / t / 1e9,
+            plan.tiling(),
+            plan.workspace_bytes() / 1024
+        );
+    }
+}

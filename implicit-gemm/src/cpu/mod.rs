@@ -1,0 +1,331 @@
+//! The CPU implicit-GEMM convolution executor.
+//!
+//! Per (image, group, phase) the convolution is a GEMM whose right-hand matrix is the
+//! virtual im2col matrix. The executor walks it in column blocks of `nc` output pixels;
+//! for each block it packs `kc`-row slices of the virtual matrix straight from the input
+//! into 16-column panels (no im2col buffer ever exists), runs the 6×16 microkernel against
+//! the weights (packed once per call into 6-row panels), and accumulates in an f32 tile
+//! that the epilogue adds the bias to and narrows into the output.
+//!
+//! Workspace is exactly [`CpuConvPlan::workspace_bytes`]: the packed weights plus, per
+//! worker, one packed block and one accumulator tile. It does not grow with the image.
+
+mod element;
+mod microkernel;
+mod pack;
+
+pub use element::Element;
+pub use microkernel::{MR, MicroKernel, NR};
+
+use crate::geometry::{ConvGeometry, ConvKind, Phase, phases};
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Cache blocking of the CPU executor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CpuTiling {
+    /// Reduction rows per packed block.
+    pub kc: usize,
+    /// Output pixels (GEMM columns) per work unit; a multiple of [`NR`], at most 512.
+    pub nc: usize,
+    /// Output channels per inner block (a multiple of [`MR`]): the `mc × kc` slice of
+    /// packed weights the inner loops sweep while one packed block column sits in L1.
+    pub mc: usize,
+}
+
+impl CpuTiling {
+    /// BLIS-style blocking for a Zen/Skylake-class core (32 KiB L1, ≥ 512 KiB L2): a
+    /// `kc × 16` packed panel (16 KiB) stays in L1 while the `mc × kc` weights block
+    /// (≤ 144 KiB) and the `kc × nc` packed block (≤ 256 KiB) share L2.
+    pub fn for_gemm(m: usize, k: usize, n: usize) -> Self {
+        let m_pad = m.div_ceil(MR) * MR;
+        let kc = 256.min(k.max(1));
+        let nc = n.div_ceil(NR).clamp(1, 256 / NR) * NR;
+        let mc = m_pad.min(144);
+        CpuTiling { kc, nc, mc }
+    }
+}
+
+/// One unit of parallel work: a column block of one (image, group, phase) GEMM.
+#[derive(Clone, Copy, Debug)]
+struct WorkUnit {
+    image: usize,
+    group: usize,
+    phase: usize,
+    col_start: usize,
+}
+
+/// A convolution (or a band of its output rows) prepared for the CPU executor.
+#[derive(Clone, Debug)]
+pub struct CpuConvPlan {
+    geom: ConvGeometry,
+    phases: Vec<Phase>,
+    tiling: CpuTiling,
+    workers: usize,
+    kernel: MicroKernel,
+    m_pad: usize,
+    /// Offset of each phase's packed weights inside one group's packed weights (floats).
+    a_offsets: Vec<usize>,
+    a_group_len: usize,
+    units: Vec<WorkUnit>,
+}
+
+/// Raw output pointer shared by workers that write disjoint elements.
+#[derive(Clone, Copy)]
+struct SharedMut<T>(*mut T);
+unsafe impl<T: Send> Send for SharedMut<T> {}
+unsafe impl<T: Send> Sync for SharedMut<T> {}
+
+impl CpuConvPlan {
+    /// Plans output rows `rows` of `geom` for `threads` workers. `geom` must be valid
+    /// (`out_size()` is `Some`) and `rows` within the output height.
+    pub fn new(
+        geom: &ConvGeometry,
+        rows: Range<usize>,
+        threads: usize,
+        kernel: MicroKernel,
+        tiling: Option<CpuTiling>,
+    ) -> Self {
+        let [p, _] = geom.out_hw();
+        assert!(rows.start <= rows.end && rows.end <= p, "rows {rows:?} outside 0..{p}");
+        let phases = phases(geom, rows);
+        let m = geom.out_channels_per_group();
+        let cg = geom.in_channels_per_group();
+        let max_k = phases.iter().map(|ph| cg * ph.taps.len()).max().unwrap_or(0);
+        let max_n = phases.iter().map(Phase::pixels).max().unwrap_or(0);
+        let mut tiling = tiling.unwrap_or_else(|| CpuTiling::for_gemm(m, max_k, max_n));
+        tiling.kc = tiling.kc.clamp(1, max_k.max(1));
+        tiling.nc = tiling.nc.clamp(NR, pack::MAX_PANELS * NR).div_ceil(NR) * NR;
+        tiling.nc = tiling.nc.min(max_n.div_ceil(NR).max(1) * NR);
+        let m_pad = m.div_ceil(MR) * MR;
+        tiling.mc = (tiling.mc.max(MR) / MR * MR).min(m_pad.max(MR));
+        let mut a_offsets = Vec::with_capacity(phases.len());
+        let mut a_group_len = 0;
+        for ph in &phases {
+            a_offsets.push(a_group_len);
+            a_group_len += m_pad * cg * ph.taps.len();
+        }
+        let mut units = Vec::new();
+        for image in 0..geom.batch {
+            for group in 0..geom.groups {
+                for (pi, ph) in phases.iter().enumerate() {
+                    for col_start in (0..ph.pixels()).step_by(tiling.nc) {
+                        units.push(WorkUnit { image, group, phase: pi, col_start });
+                    }
+                }
+            }
+        }
+        let workers = threads.clamp(1, units.len().max(1));
+        assert!(kernel.is_supported(), "microkernel {kernel:?} not supported by this CPU");
+        CpuConvPlan {
+            geom: *geom,
+            phases,
+            tiling,
+            workers,
+            kernel,
+            m_pad,
+            a_offsets,
+            a_group_len,
+            units,
+        }
+    }
+
+    pub fn tiling(&self) -> CpuTiling {
+        self.tiling
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn slot_floats(&self) -> usize {
+        let cg = self.geom.in_channels_per_group();
+        let max_k = self.phases.iter().map(|ph| cg * ph.taps.len()).max().unwrap_or(0);
+        let kc = self.tiling.kc.min(max_k);
+        (kc + self.m_pad) * self.tiling.nc
+    }
+
+    fn a_floats(&self) -> usize {
+        self.a_group_len * self.geom.groups
+    }
+
+    /// Floats of workspace `run` needs.
+    pub fn workspace_floats(&self) -> usize {
+        self.a_floats() + self.workers * self.slot_floats()
+    }
+
+    /// Bytes of workspace `run` needs; exact, and independent of the image size.
+    pub fn workspace_bytes(&self) -> usize {
+        self.workspace_floats() * std::mem::size_of::<f32>()
+    }
+
+    /// Computes the planned output rows into `output` (the whole NCHW output tensor).
+    ///
+    /// `input`, `weight`, `bias` and `output` are contiguous and sized as the geometry
+    /// says; `workspace` holds at least [`Self::workspace_floats`] floats. Panics on a
+    /// size mismatch — callers validate user input before they get here.
+    pub fn run<T: Element>(
+        &self,
+        input: &[T],
+        weight: &[T],
+        bias: Option<&[T]>,
+        output: &mut [T],
+        workspace: &mut [f32],
+    ) {
+        let g = &self.geom;
+        assert_eq!(input.len(), g.input_len(), "input length");
+        assert_eq!(weight.len(), g.weight_len(), "weight length");
+        assert_eq!(output.len(), g.output_len(), "output length");
+        if let Some(b) = bias {
+            assert_eq!(b.len(), g.out_channels, "bias length");
+        }
+        assert!(workspace.len() >= self.workspace_floats(), "workspace too small");
+        let (a_pack, slots) = workspace.split_at_mut(self.a_floats());
+        self.pack_weights(weight, a_pack);
+        let a_pack: &[f32] = a_pack;
+
+        let slot_len = self.slot_floats();
+        let next = AtomicUsize::new(0);
+        let out = SharedMut(output.as_mut_ptr());
+        let work = |slot: &mut [f32]| loop {
+            let u = next.fetch_add(1, Ordering::Relaxed);
+            let Some(unit) = self.units.get(u) else { break };
+            // SAFETY: units cover disjoint output elements (distinct image, channel group,
+            // phase or column block), so no two workers write the same element.
+            unsafe { self.run_unit(unit, input, a_pack, bias, out, slot) };
+        };
+        if self.workers == 1 {
+            work(&mut slots[..slot_len]);
+        } else {
+            rayon::scope(|s| {
+                for slot in slots.chunks_exact_mut(slot_len).take(self.workers) {
+                    let work = &work;
+                    s.spawn(move |_| work(slot));
+                }
+            });
+        }
+    }
+
+    /// Packs every (group, phase) weight matrix into 6-row panels: panel `i` holds, for
+    /// each reduction index `kk = c·taps + t`, the 6 weights of rows `6i..6i+6`.
+    fn pack_weights<T: Element>(&self, weight: &[T], a_pack: &mut [f32]) {
+        let g = &self.geom;
+        let (m, cg) = (g.out_channels_per_group(), g.in_channels_per_group());
+        let [kr, ks] = g.kernel;
+        let rs = kr * ks;
+        for (group, group_pack) in a_pack.chunks_exact_mut(self.a_group_len.max(1)).enumerate() {
+            if self.a_group_len == 0 {
+                break;
+            }
+            for (ph, &off) in self.phases.iter().zip(&self.a_offsets) {
+                let kdim = cg * ph.taps.len();
+                let dst = &mut group_pack[off..off + self.m_pad * kdim];
+                for (panel, panel_dst) in dst.chunks_exact_mut((kdim * MR).max(1)).enumerate() {
+                    if kdim == 0 {
+                        break;
+                    }
+                    for c in 0..cg {
+                        for (t, tap) in ph.taps.iter().enumerate() {
+                            let kk = c * ph.taps.len() + t;
+                            for i in 0..MR {
+                                let row = panel * MR + i;
+                                panel_dst[kk * MR + i] = if row < m {
+                                    let tap_off = tap.r * ks + tap.s;
+                                    let idx = match g.kind {
+                                        ConvKind::Forward => ((group * m + row) * cg + c) * rs + tap_off,
+                                        ConvKind::Transposed => ((group * cg + c) * m + row) * rs + tap_off,
+                                    };
+                                    weight[idx].to_f32()
+                                } else {
+                                    0.0
+                                };
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// # Safety
+    /// `out` points at the whole output tensor and no other worker writes the elements of
+    /// `unit`.
+    unsafe fn run_unit<T: Element>(
+        &self,
+        unit: &WorkUnit,
+        input: &[T],
+        a_pack: &[f32],
+        bias: Option<&[T]>,
+        out: SharedMut<T>,
+        slot: &mut [f32],
+    ) {
+        let g = &self.geom;
+        let (m, cg) = (g.out_channels_per_group(), g.in_channels_per_group());
+        let [h, w] = g.in_size;
+        let [p, q] = g.out_hw();
+        let ph = &self.phases[unit.phase];
+        let ntaps = ph.taps.len();
+        let kdim = cg * ntaps;
+        let nc = self.tiling.nc;
+        let ncols = nc.min(ph.pixels() - unit.col_start);
+        let npanels = ncols.div_ceil(NR);
+        let max_kc = self.slot_floats() / nc - self.m_pad;
+        let (b_block, c_tile) = slot.split_at_mut(max_kc * nc);
+        let ldc = nc;
+
+        let x = &input[(unit.image * g.in_channels + unit.group * cg) * h * w..][..cg * h * w];
+        let a_phase = &a_pack[unit.group * self.a_group_len + self.a_offsets[unit.phase]..];
+
+        if kdim == 0 {
+            // No tap of this phase lands on the input: the output is the bias alone.
+            c_tile[..self.m_pad * ldc].fill(0.0);
+        }
+        let mut kb = 0;
+        while kb < kdim {
+            let kcb = self.tiling.kc.min(kdim - kb);
+            pack::pack_b(x, [h, w], ph, kb..kb + kcb, unit.col_start, ncols, b_block);
+            let panels_m = self.m_pad / MR;
+            let panels_mc = self.tiling.mc / MR;
+            for ic in (0..panels_m).step_by(panels_mc) {
+                for jr in 0..npanels {
+                    let b = b_block[jr * kcb * NR..].as_ptr();
+                    for ir in ic..(ic + panels_mc).min(panels_m) {
+                        let a = a_phase[ir * kdim * MR + kb * MR..].as_ptr();
+                        let c = c_tile[ir * MR * ldc + jr * NR..].as_mut_ptr();
+                        // SAFETY: panels hold kcb·MR and kcb·NR floats; the C tile has
+                        // m_pad rows of ldc ≥ npanels·NR columns; the kernel was checked at
+                        // plan time.
+                        unsafe { self.kernel.run(kcb, a, b, c, ldc, kb > 0) };
+                    }
+                }
+            }
+            kb += kcb;
+        }
+
+        // Epilogue: bias, narrowing, and the store into NCHW.
+        for row in 0..m {
+            let ch = unit.group * m + row;
+            let acc = &mut c_tile[row * ldc..row * ldc + ncols];
+            if let Some(b) = bias {
+                let bv = b[ch].to_f32();
+                acc.iter_mut().for_each(|v| *v += bv);
+            }
+            let plane = (unit.image * g.out_channels + ch) * p * q;
+            if g.kind == ConvKind::Forward {
+                // A forward phase spans whole output rows: its pixels are contiguous.
+                let start = plane + ph.row0 * q + unit.col_start;
+                // SAFETY: in bounds (row0·q + col_start + ncols ≤ p·q) and owned by this unit.
+                let dst = unsafe { std::slice::from_raw_parts_mut(out.0.add(start), ncols) };
+                T::narrow(acc, dst);
+            } else {
+                for (j, v) in acc.iter().enumerate() {
+                    let lin = unit.col_start + j;
+                    let (i, jj) = (lin / ph.cols, lin % ph.cols);
+                    let (op, oq) = (ph.row0 + i * ph.row_step, ph.col0 + jj * ph.col_step);
+                    // SAFETY: (op, oq) is inside the output plane and owned by this unit.
+                    unsafe { *out.0.add(plane + op * q + oq) = T::from_f32(*v) };
+                }
+            }
+        }
+    }
+}

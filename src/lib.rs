@@ -1,0 +1,19 @@
+//! rocm-vision: convolution-heavy image models (Stable Diffusion / FLUX VAE decoders,
+//! Real-CUGAN super-resolution) inside a fixed memory budget.
+//!
+//! A [`Tensor`] lives on a [`Device`]; every convolution goes through the device's
+//! convolution engine ([`conv_engine`]), which picks an algorithm whose workspace fits the
+//! budget. Weights load memory-mapped from safetensors files with [`Weights`].
+
+pub mod device;
+pub mod error;
+pub mod nn;
+pub mod tensor;
+pub mod weights;
+
+pub use candle_core::DType;
+pub use conv_engine::{Algorithm, Budget, Conv1dParams, Conv2dParams, Padding2d};
+pub use device::{Device, DeviceKind};
+pub use error::{Error, Result};
+pub use tensor::{PadMode, Tensor};
+pub use weights::Weights;

@@ -1,0 +1,12 @@
+//! Layers built from [`Weights`](crate::Weights): convolutions, normalisation, linear and
+//! a single-head spatial self-attention block.
+
+mod attention;
+mod conv;
+mod linear;
+mod norm;
+
+pub use attention::SpatialAttention;
+pub use conv::{Conv2d, ConvTranspose2d};
+pub use linear::Linear;
+pub use norm::GroupNorm;

@@ -1,0 +1,227 @@
+//! Tensor ops on the CPU against straightforward f64 implementations written here, on
+//! fresh random inputs, in every float dtype.
+
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use rocm_vision::nn::{GroupNorm, Linear, SpatialAttention};
+use rocm_vision::{Conv2dParams, DType, Device, PadMode, Tensor};
+
+fn rand_vec(rng: &mut StdRng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
+}
+
+fn tensor(rng: &mut StdRng, shape: &[usize], dt: DType) -> (Tensor, Vec<f64>) {
+    let n = shape.iter().product();
+    let t = Tensor::from_vec(rand_vec(rng, n), shape, &Device::cpu()).unwrap().to_dtype(dt).unwrap();
+    let exact = t.to_vec::<f64>().unwrap();
+    (t, exact)
+}
+
+fn tol(dt: DType) -> f64 {
+    match dt {
+        DType::F32 => 1e-5,
+        DType::F16 => 2e-3,
+        _ => 1.6e-2,
+    }
+}
+
+fn assert_close(got: &Tensor, want: &[f64], what: &str) {
+    let dt = got.dtype();
+    let g = got.to_vec::<f64>().unwrap();
+    assert_eq!(g.len(), want.len(), "{what}: length");
+    for (i, (a, b)) in g.iter().zip(want).enumerate() {
+        assert!((a - b).abs() <= tol(dt) * (1.0 + b.abs()), "{what} {dt:?}: element {i}: {a} vs {b}");
+    }
+}
+
+const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+#[test]
+fn group_norm_and_layer_norm_match_definition() {
+    let mut rng = StdRng::seed_from_u64(1);
+    for dt in DTYPES {
+        let (n, c, h, w, groups) = (2, 6, 3, 5, 3);
+        let (x, xv) = tensor(&mut rng, &[n, c, h, w], dt);
+        let (gw, gwv) = tensor(&mut rng, &[c], dt);
+        let (gb, gbv) = tensor(&mut rng, &[c], dt);
+        let eps = 1e-6;
+        let mut want = vec![0.0; xv.len()];
+        let per = c / groups * h * w;
+        for b in 0..n {
+            for g in 0..groups {
+                let s = &xv[(b * groups + g) * per..][..per];
+                let mean = s.iter().sum::<f64>() / per as f64;
+                let var = s.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / per as f64;
+                for i in 0..per {
+                    let ch = g * (c / groups) + i / (h * w);
+                    want[(b * groups + g) * per + i] = (s[i] - mean) / (var + eps).sqrt() * gwv[ch] + gbv[ch];
+                }
+            }
+        }
+        let got = x.group_norm(groups, Some(&gw), Some(&gb), eps).unwrap();
+        assert_close(&got, &want, "group_norm");
+        let silu: Vec<f64> = want.iter().map(|v| v / (1.0 + (-v).exp())).collect();
+        let gn = GroupNorm { groups, weight: gw.clone(), bias: gb.clone(), eps };
+        assert_close(&gn.forward_silu(&x).unwrap(), &silu, "group_norm + silu");
+
+        let (y, yv) = tensor(&mut rng, &[4, 7], dt);
+        let (lw, lwv) = tensor(&mut rng, &[7], dt);
+        let mut want = vec![0.0; 28];
+        for r in 0..4 {
+            let s = &yv[r * 7..][..7];
+            let mean = s.iter().sum::<f64>() / 7.0;
+            let var = s.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 7.0;
+            for i in 0..7 {
+                want[r * 7 + i] = (s[i] - mean) / (var + 1e-5).sqrt() * lwv[i];
+            }
+        }
+        assert_close(&y.layer_norm(Some(&lw), None, 1e-5).unwrap(), &want, "layer_norm");
+    }
+}
+
+#[test]
+fn activations_and_softmax_match_definition() {
+    let mut rng = StdRng::seed_from_u64(2);
+    for dt in DTYPES {
+        let (x, xv) = tensor(&mut rng, &[3, 9], dt);
+        let f = |g: fn(f64) -> f64| xv.iter().map(|&v| g(v)).collect::<Vec<_>>();
+        assert_close(&x.silu().unwrap(), &f(|v| v / (1.0 + (-v).exp())), "silu");
+        assert_close(&x.sigmoid().unwrap(), &f(|v| 1.0 / (1.0 + (-v).exp())), "sigmoid");
+        assert_close(&x.relu().unwrap(), &f(|v| v.max(0.0)), "relu");
+        assert_close(&x.tanh().unwrap(), &f(f64::tanh), "tanh");
+        assert_close(&x.leaky_relu(0.1).unwrap(), &f(|v| if v >= 0.0 { v } else { 0.1 * v }), "leaky_relu");
+        assert_close(
+            &x.gelu().unwrap(),
+            &f(|v| 0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())),
+            "gelu",
+        );
+        let mut want = vec![0.0; 27];
+        for r in 0..3 {
+            let s = &xv[r * 9..][..9];
+            let m = s.iter().cloned().fold(f64::MIN, f64::max);
+            let z: f64 = s.iter().map(|v| (v - m).exp()).sum();
+            for i in 0..9 {
+                want[r * 9 + i] = (s[i] - m).exp() / z;
+            }
+        }
+        assert_close(&x.softmax_last_dim().unwrap(), &want, "softmax");
+    }
+}
+
+#[test]
+fn reflect_and_zero_padding_match_pytorch_semantics() {
+    let dev = Device::cpu();
+    let x = Tensor::from_vec((0..12).map(|v| v as f32).collect::<Vec<_>>(), &[1, 1, 3, 4], &dev).unwrap();
+    let r = x.pad2d(1, 2, 2, 1, PadMode::Reflect).unwrap();
+    assert_eq!(r.dims(), [1, 1, 6, 7]);
+    // Rows reflect as [1, 0, 1, 2, 1, 0]; columns as [2, 1, 0, 1, 2, 3, 2].
+    let rows = [1, 0, 1, 2, 1, 0];
+    let cols = [2, 1, 0, 1, 2, 3, 2];
+    let want: Vec<f64> = rows.iter().flat_map(|r| cols.iter().map(move |c| (r * 4 + c) as f64)).collect();
+    assert_eq!(r.to_vec::<f64>().unwrap(), want);
+    let z = x.pad2d(0, 1, 1, 0, PadMode::Zeros).unwrap();
+    assert_eq!(z.dims(), [1, 1, 4, 5]);
+    assert_eq!(z.to_vec::<f32>().unwrap()[..5], [0.0, 0.0, 1.0, 2.0, 3.0]);
+    let e = x.pad2d(3, 0, 0, 0, PadMode::Reflect).unwrap_err().to_string();
+    assert!(e.contains("smaller than the padded dimension (3)"), "{e}");
+}
+
+#[test]
+fn conv_through_the_tensor_uses_the_engine() {
+    let mut rng = StdRng::seed_from_u64(3);
+    for dt in DTYPES {
+        let (x, xv) = tensor(&mut rng, &[2, 3, 9, 7], dt);
+        let (w, wv) = tensor(&mut rng, &[4, 3, 3, 3], dt);
+        let (b, bv) = tensor(&mut rng, &[4], dt);
+        let params = Conv2dParams::default().with_padding(1).with_stride(2);
+        let got = x.conv2d(&w, Some(&b), &params).unwrap();
+        let problem = conv_engine::ConvProblem::conv2d(x.dims(), w.dims(), dt, dt, &params).unwrap();
+        let want = conv_engine::reference::conv_f64(&problem, &xv, &wv, Some(&bv));
+        let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        for (g, r) in got.to_vec::<f64>().unwrap().iter().zip(&want) {
+            assert!((g - r).abs() <= tol(dt) * scale, "{dt:?}: {g} vs {r}");
+        }
+    }
+}
+
+#[test]
+fn attention_matches_naive_f64_with_query_chunking() {
+    let mut rng = StdRng::seed_from_u64(4);
+    let dev = Device::cpu();
+    let (n, c, h, w) = (2, 8, 3, 5);
+    let t = h * w;
+    let mk = |rng: &mut StdRng, shape: &[usize]| tensor(rng, shape, DType::F32);
+    let (x, xv) = mk(&mut rng, &[n, c, h, w]);
+    let lin = |rng: &mut StdRng| {
+        let (wt, wv) = mk(rng, &[c, c]);
+        let (bt, bv) = mk(rng, &[c]);
+        (Linear::new(wt, Some(bt)), wv, bv)
+    };
+    let (q, qw, qb) = lin(&mut rng);
+    let (k, kw, kb) = lin(&mut rng);
+    let (v, vw, vb) = lin(&mut rng);
+    let (o, ow, ob) = lin(&mut rng);
+    let norm = GroupNorm { groups: 4, weight: Tensor::ones(&[c], DType::F32, &dev).unwrap(), bias: Tensor::zeros(&[c], DType::F32, &dev).unwrap(), eps: 1e-6 };
+    let normed = norm.forward(&x).unwrap().to_vec::<f64>().unwrap();
+    // A score budget that forces several query chunks.
+    let attn = SpatialAttention { norm, q, k, v, out: o, max_score_bytes: 4 * t * n * 4 };
+    let got = attn.forward(&x).unwrap();
+
+    let mut want = xv.clone();
+    for b in 0..n {
+        let seq = |p: usize, ch: usize| normed[(b * c + ch) * t + p];
+        let proj = |wm: &[f64], bv: &[f64], p: usize| -> Vec<f64> {
+            (0..c).map(|o| bv[o] + (0..c).map(|i| wm[o * c + i] * seq(p, i)).sum::<f64>()).collect()
+        };
+        let qs: Vec<Vec<f64>> = (0..t).map(|p| proj(&qw, &qb, p)).collect();
+        let ks: Vec<Vec<f64>> = (0..t).map(|p| proj(&kw, &kb, p)).collect();
+        let vs: Vec<Vec<f64>> = (0..t).map(|p| proj(&vw, &vb, p)).collect();
+        for i in 0..t {
+            let s: Vec<f64> = (0..t).map(|j| (0..c).map(|d| qs[i][d] * ks[j][d]).sum::<f64>() / (c as f64).sqrt()).collect();
+            let m = s.iter().cloned().fold(f64::MIN, f64::max);
+            let z: f64 = s.iter().map(|v| (v - m).exp()).sum();
+            let a: Vec<f64> = (0..c).map(|d| (0..t).map(|j| (s[j] - m).exp() / z * vs[j][d]).sum()).collect();
+            for oc in 0..c {
+                want[(b * c + oc) * t + i] += ob[oc] + (0..c).map(|d| ow[oc * c + d] * a[d]).sum::<f64>();
+            }
+        }
+    }
+    for (g, r) in got.to_vec::<f64>().unwrap().iter().zip(&want) {
+        assert!((g - r).abs() <= 1e-4 * (1.0 + r.abs()), "{g} vs {r}");
+    }
+}
+
+#[test]
+fn shape_ops_agree_with_candle() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let (x, _) = tensor(&mut rng, &[2, 3, 4, 6], DType::F32);
+    let c = x.as_candle();
+    let same = |a: &Tensor, b: candle_core::Tensor| {
+        assert_eq!(a.dims(), b.dims());
+        assert_eq!(a.to_vec::<f32>().unwrap(), b.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+    };
+    same(&x.permute(&[0, 2, 3, 1]).unwrap(), c.permute((0, 2, 3, 1)).unwrap());
+    same(&x.narrow(3, 1, 4).unwrap(), c.narrow(3, 1, 4).unwrap());
+    same(&x.upsample_nearest2d(8, 12).unwrap(), c.upsample_nearest2d(8, 12).unwrap());
+    same(&x.avg_pool2d(2, 2).unwrap(), c.avg_pool2d(2).unwrap());
+    same(&x.max_pool2d(2, 2).unwrap(), c.max_pool2d(2).unwrap());
+    same(&Tensor::cat(&[&x, &x], 1).unwrap(), candle_core::Tensor::cat(&[c, c], 1).unwrap());
+    same(&x.mean_spatial().unwrap(), c.mean_keepdim((2, 3)).unwrap());
+    let e = x.reshape(&[5, 5]).unwrap_err().to_string();
+    assert!(e.contains("[2, 3, 4, 6]") && e.contains("[5, 5]"), "{e}");
+    for dt in DTYPES {
+        let (a, av) = tensor(&mut rng, &[2, 3, 5], dt);
+        let (b, bv) = tensor(&mut rng, &[5, 4], dt);
+        let mut want = vec![0.0; 24];
+        for i in 0..6 {
+            for j in 0..4 {
+                want[i * 4 + j] = (0..5).map(|k| av[i * 5 + k] * bv[k * 4 + j]).sum();
+            }
+        }
+        let got = a.matmul(&b).unwrap();
+        assert_eq!(got.dims(), [2, 3, 4]);
+        let g = got.to_vec::<f64>().unwrap();
+        for (x, y) in g.iter().zip(&want) {
+            assert!((x - y).abs() <= tol(dt) * 8.0 * (1.0 + y.abs()), "matmul {dt:?}: {x} vs {y}");
+        }
+    }
+}
