@@ -78,9 +78,21 @@ struct Args {
 fn parse_args() -> Args {
     // The venv benches/anchors/README.md sets up, if present.
     let python = std::env::var("ROCM_VISION_PYTHON").unwrap_or_else(|_| {
-        if std::path::Path::new("/opt/venv-ref/bin/python3").exists() { "/opt/venv-ref/bin/python3".into() } else { "python3".into() }
+        if std::path::Path::new("/opt/venv-ref/bin/python3").exists() {
+            "/opt/venv-ref/bin/python3".into()
+        } else {
+            "python3".into()
+        }
     });
-    let mut a = Args { sizes: vec![256, 512], reps: 3, dtype: DType::F32, ort: true, python, markdown: None, shapes: SHAPES.to_vec() };
+    let mut a = Args {
+        sizes: vec![256, 512],
+        reps: 3,
+        dtype: DType::F32,
+        ort: true,
+        python,
+        markdown: None,
+        shapes: SHAPES.to_vec(),
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -89,7 +101,10 @@ fn parse_args() -> Args {
                 a.reps = 1;
                 a.shapes = vec![SHAPES[2], SHAPES[4], SHAPES[6]];
             }
-            "--sizes" => a.sizes = it.next().expect("--sizes needs a list").split(',').map(|s| s.parse().expect("size")).collect(),
+            "--sizes" => {
+                a.sizes =
+                    it.next().expect("--sizes needs a list").split(',').map(|s| s.parse().expect("size")).collect()
+            }
             "--reps" => a.reps = it.next().expect("--reps N").parse().expect("reps"),
             "--dtype" => {
                 a.dtype = match it.next().as_deref() {
@@ -131,7 +146,11 @@ fn time<R>(reps: usize, mut f: impl FnMut() -> R) -> (f64, usize) {
 fn onnxruntime(args: &Args, size: usize) -> Result<Vec<Option<f64>>, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/anchors/onnxruntime_conv.py");
     let mut cmd = std::process::Command::new(&args.python);
-    cmd.arg(script).arg("--threads").arg(rayon::current_num_threads().to_string()).arg("--runs").arg(args.reps.max(3).to_string());
+    cmd.arg(script)
+        .arg("--threads")
+        .arg(rayon::current_num_threads().to_string())
+        .arg("--runs")
+        .arg(args.reps.max(3).to_string());
     for s in &args.shapes {
         cmd.arg("--shape").arg(format!("{}:{}:{size}:{}:{}", s.c, s.k, s.r, s.r / 2));
     }
@@ -165,14 +184,19 @@ fn main() {
     table.push("|---|---|---|---|---|---|---|---|---|---|---|---|".into());
     println!("CPU conv benchmark: {threads} threads, dtype {:?}, {} reps (median)", args.dtype, args.reps);
     for &size in &args.sizes {
-        let ort = if args.ort && args.dtype == DType::F32 { onnxruntime(&args, size) } else { Err("not run (--no-ort or not f32)".into()) };
+        let ort = if args.ort && args.dtype == DType::F32 {
+            onnxruntime(&args, size)
+        } else {
+            Err("not run (--no-ort or not f32)".into())
+        };
         if let Err(e) = &ort {
             println!("onnxruntime anchor skipped at {size}²: {e}");
         }
         for (i, s) in args.shapes.iter().enumerate() {
             let pad = s.r / 2;
             let x = Tensor::randn(0f32, 1.0, (1, s.c, size, size), &Device::Cpu).unwrap().to_dtype(args.dtype).unwrap();
-            let w = Tensor::randn(0f32, 0.05, (s.k, s.c, s.r, s.r), &Device::Cpu).unwrap().to_dtype(args.dtype).unwrap();
+            let w =
+                Tensor::randn(0f32, 0.05, (s.k, s.c, s.r, s.r), &Device::Cpu).unwrap().to_dtype(args.dtype).unwrap();
             let params = Conv2dParams::default().with_padding(pad);
             let problem = ConvProblem::conv2d(x.dims(), w.dims(), args.dtype, args.dtype, &params).unwrap();
             let flops = problem.geometry.flops() as f64;

@@ -41,9 +41,9 @@ impl Device {
     pub fn parse(s: &str) -> Result<Device> {
         match s.trim().to_ascii_lowercase().as_str() {
             "auto" | "cpu" => Ok(Device::cpu()),
-            other if other == "rocm" || other.starts_with("rocm:") => Err(Error::Device(format!(
-                "device {s:?}: this build has no ROCm backend yet; use --device cpu"
-            ))),
+            other if other == "rocm" || other.starts_with("rocm:") => {
+                Err(Error::Device(format!("device {s:?}: this build has no ROCm backend yet; use --device cpu")))
+            }
             _ => Err(Error::DeviceParse { input: s.to_string() }),
         }
     }

@@ -57,7 +57,10 @@ impl Tensor {
     /// Wraps a candle tensor that lives on `device`.
     pub fn from_candle(t: candle_core::Tensor, device: &Device) -> Result<Tensor> {
         if !t.device().is_cpu() || !device.is_cpu() {
-            return Err(Error::op("from_candle", format!("a {:?} candle tensor cannot live on {device}", t.device().location())));
+            return Err(Error::op(
+                "from_candle",
+                format!("a {:?} candle tensor cannot live on {device}", t.device().location()),
+            ));
         }
         Ok(Tensor { t, device: device.clone() })
     }
@@ -75,7 +78,10 @@ impl Tensor {
     pub fn from_vec<T: WithDType>(data: Vec<T>, shape: &[usize], device: &Device) -> Result<Tensor> {
         let n: usize = shape.iter().product();
         if data.len() != n {
-            return Err(Error::op("from_vec", format!("{} elements do not fill shape {shape:?} ({n} elements)", data.len())));
+            return Err(Error::op(
+                "from_vec",
+                format!("{} elements do not fill shape {shape:?} ({n} elements)", data.len()),
+            ));
         }
         Tensor::from_candle(candle_core::Tensor::from_vec(data, shape, &device.candle())?, device)
     }
@@ -108,7 +114,10 @@ impl Tensor {
     }
 
     pub fn dim(&self, d: usize) -> Result<usize> {
-        self.dims().get(d).copied().ok_or_else(|| Error::op("dim", format!("dimension {d} of a {}-D tensor {:?}", self.rank(), self.dims())))
+        self.dims()
+            .get(d)
+            .copied()
+            .ok_or_else(|| Error::op("dim", format!("dimension {d} of a {}-D tensor {:?}", self.rank(), self.dims())))
     }
 
     pub fn elem_count(&self) -> usize {
@@ -205,7 +214,10 @@ impl Tensor {
 
     /// Softmax over the last dimension, computed in f32.
     pub fn softmax_last_dim(&self) -> Result<Tensor> {
-        let d = self.rank().checked_sub(1).ok_or_else(|| Error::op("softmax_last_dim", "a 0-D tensor has no last dimension"))?;
+        let d = self
+            .rank()
+            .checked_sub(1)
+            .ok_or_else(|| Error::op("softmax_last_dim", "a 0-D tensor has no last dimension"))?;
         let x = self.t.to_dtype(DType::F32)?;
         let e = x.broadcast_sub(&x.max_keepdim(d)?)?.exp()?;
         let y = e.broadcast_div(&e.sum_keepdim(d)?)?;
@@ -216,7 +228,13 @@ impl Tensor {
 
     /// Group normalisation of an `[N, C, ...]` tensor over `groups` channel groups, with
     /// optional per-channel scale and shift; statistics in f32.
-    pub fn group_norm(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+    pub fn group_norm(
+        &self,
+        groups: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<Tensor> {
         let dims = self.dims().to_vec();
         if dims.len() < 2 {
             return Err(Error::op("group_norm", format!("input must be [N, C, ...], got {dims:?}")));
@@ -245,7 +263,8 @@ impl Tensor {
 
     /// Layer normalisation over the last dimension; statistics in f32.
     pub fn layer_norm(&self, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
-        let d = self.rank().checked_sub(1).ok_or_else(|| Error::op("layer_norm", "a 0-D tensor has no last dimension"))?;
+        let d =
+            self.rank().checked_sub(1).ok_or_else(|| Error::op("layer_norm", "a 0-D tensor has no last dimension"))?;
         let c = self.dims()[d];
         for (what, t) in [("weight", weight), ("bias", bias)] {
             if let Some(t) = t
@@ -262,7 +281,13 @@ impl Tensor {
         self.wrap(y.to_dtype(self.dtype())?)
     }
 
-    fn scale_shift(&self, mut y: candle_core::Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, shape: &[usize]) -> Result<candle_core::Tensor> {
+    fn scale_shift(
+        &self,
+        mut y: candle_core::Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        shape: &[usize],
+    ) -> Result<candle_core::Tensor> {
         if let Some(w) = weight {
             y = y.broadcast_mul(&w.t.to_dtype(DType::F32)?.reshape(shape)?)?;
         }
@@ -339,7 +364,10 @@ impl Tensor {
 
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
         if shape.iter().product::<usize>() != self.elem_count() {
-            return Err(Error::op("reshape", format!("cannot view {:?} ({} elements) as {shape:?}", self.dims(), self.elem_count())));
+            return Err(Error::op(
+                "reshape",
+                format!("cannot view {:?} ({} elements) as {shape:?}", self.dims(), self.elem_count()),
+            ));
         }
         self.wrap(self.t.reshape(shape)?)
     }
@@ -388,12 +416,21 @@ fn reflect(t: &candle_core::Tensor, dim: usize, before: usize, after: usize) -> 
     if before >= n || after >= n {
         return Err(Error::op(
             "pad2d",
-            format!("reflect padding ({before}, {after}) must be smaller than the padded dimension ({n}) of shape {:?}", t.dims()),
+            format!(
+                "reflect padding ({before}, {after}) must be smaller than the padded dimension ({n}) of shape {:?}",
+                t.dims()
+            ),
         ));
     }
     let idx: Vec<u32> = (-(before as isize)..(n + after) as isize)
         .map(|i| {
-            let j = if i < 0 { -i } else if i >= n as isize { 2 * (n as isize - 1) - i } else { i };
+            let j = if i < 0 {
+                -i
+            } else if i >= n as isize {
+                2 * (n as isize - 1) - i
+            } else {
+                i
+            };
             j as u32
         })
         .collect();

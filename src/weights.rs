@@ -73,14 +73,25 @@ impl Weights {
         let (_, meta) = SafeTensors::read_metadata(&mmap).map_err(|e| err(describe(e, &mmap, data_start)))?;
         let mut entries = BTreeMap::new();
         for (name, info) in meta.tensors() {
-            let dtype = candle_dtype(info.dtype)
-                .ok_or_else(|| err(format!("tensor {name:?} has dtype {:?}, which this library does not load", info.dtype)))?;
+            let dtype = candle_dtype(info.dtype).ok_or_else(|| {
+                err(format!("tensor {name:?} has dtype {:?}, which this library does not load", info.dtype))
+            })?;
             entries.insert(
                 name,
-                Entry { dtype, shape: info.shape.clone(), start: data_start + info.data_offsets.0, end: data_start + info.data_offsets.1 },
+                Entry {
+                    dtype,
+                    shape: info.shape.clone(),
+                    start: data_start + info.data_offsets.0,
+                    end: data_start + info.data_offsets.1,
+                },
             );
         }
-        Ok(Weights { file: Arc::new(File { path, mmap, entries }), prefix: String::new(), device: device.clone(), dtype: None })
+        Ok(Weights {
+            file: Arc::new(File { path, mmap, entries }),
+            prefix: String::new(),
+            device: device.clone(),
+            dtype: None,
+        })
     }
 
     /// The same file with every tensor converted to `dtype` when loaded.
@@ -179,12 +190,17 @@ fn describe(e: SafeTensorError, buf: &[u8], data_start: usize) -> String {
                     "truncated: the header describes tensor data up to byte offset {end}, but the file ends at {}",
                     buf.len()
                 ),
-                Some(end) => format!("{} unexpected bytes after the last tensor (which ends at byte offset {end})", buf.len() - end),
+                Some(end) => format!(
+                    "{} unexpected bytes after the last tensor (which ends at byte offset {end})",
+                    buf.len() - end
+                ),
                 None => "tensor data does not match the header".to_string(),
             }
         }
         SafeTensorError::InvalidOffset(name) => {
-            format!("tensor {name:?}: its data offsets do not follow the previous tensor's (header ends at byte offset {data_start})")
+            format!(
+                "tensor {name:?}: its data offsets do not follow the previous tensor's (header ends at byte offset {data_start})"
+            )
         }
         SafeTensorError::TensorInvalidInfo => "a tensor's byte size does not match its shape and dtype".to_string(),
         other => format!("malformed safetensors header (bytes 8..{data_start}): {other}"),

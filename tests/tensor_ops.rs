@@ -160,7 +160,12 @@ fn attention_matches_naive_f64_with_query_chunking() {
     let (k, kw, kb) = lin(&mut rng);
     let (v, vw, vb) = lin(&mut rng);
     let (o, ow, ob) = lin(&mut rng);
-    let norm = GroupNorm { groups: 4, weight: Tensor::ones(&[c], DType::F32, &dev).unwrap(), bias: Tensor::zeros(&[c], DType::F32, &dev).unwrap(), eps: 1e-6 };
+    let norm = GroupNorm {
+        groups: 4,
+        weight: Tensor::ones(&[c], DType::F32, &dev).unwrap(),
+        bias: Tensor::zeros(&[c], DType::F32, &dev).unwrap(),
+        eps: 1e-6,
+    };
     let normed = norm.forward(&x).unwrap().to_vec::<f64>().unwrap();
     // A score budget that forces several query chunks.
     let attn = SpatialAttention { norm, q, k, v, out: o, max_score_bytes: 4 * t * n * 4 };
@@ -176,7 +181,8 @@ fn attention_matches_naive_f64_with_query_chunking() {
         let ks: Vec<Vec<f64>> = (0..t).map(|p| proj(&kw, &kb, p)).collect();
         let vs: Vec<Vec<f64>> = (0..t).map(|p| proj(&vw, &vb, p)).collect();
         for i in 0..t {
-            let s: Vec<f64> = (0..t).map(|j| (0..c).map(|d| qs[i][d] * ks[j][d]).sum::<f64>() / (c as f64).sqrt()).collect();
+            let s: Vec<f64> =
+                (0..t).map(|j| (0..c).map(|d| qs[i][d] * ks[j][d]).sum::<f64>() / (c as f64).sqrt()).collect();
             let m = s.iter().cloned().fold(f64::MIN, f64::max);
             let z: f64 = s.iter().map(|v| (v - m).exp()).sum();
             let a: Vec<f64> = (0..c).map(|d| (0..t).map(|j| (s[j] - m).exp() / z * vs[j][d]).sum()).collect();

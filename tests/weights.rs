@@ -16,7 +16,8 @@ fn write_file(name: &str, bytes: &[u8]) -> PathBuf {
 
 fn good_file() -> Vec<u8> {
     let a: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-    let b: Vec<u8> = [half::f16::from_f32(0.5), half::f16::from_f32(-1.25)].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let b: Vec<u8> =
+        [half::f16::from_f32(0.5), half::f16::from_f32(-1.25)].iter().flat_map(|v| v.to_le_bytes()).collect();
     let c: Vec<u8> = vec![7, 8, 9];
     let mut m = HashMap::new();
     m.insert("layer.weight".to_string(), TensorView::new(Dtype::F32, vec![2, 3], &a).unwrap());
@@ -66,7 +67,10 @@ fn truncated_oversized_and_malformed_files_are_rejected_with_offsets() {
         };
         assert!(e.contains(&format!("cut{cut}.safetensors")) && e.contains("truncated"), "cut at {cut}: {e}");
         if cut > data_start {
-            assert!(e.contains(&format!("{}", good.len())) && e.contains(&format!("ends at {cut}")), "cut at {cut}: {e}");
+            assert!(
+                e.contains(&format!("{}", good.len())) && e.contains(&format!("ends at {cut}")),
+                "cut at {cut}: {e}"
+            );
         }
     }
     let mut long = good.clone();

@@ -34,13 +34,8 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 5] = [
-        Algorithm::ImplicitGemm,
-        Algorithm::Im2colGemm,
-        Algorithm::Gemm1x1,
-        Algorithm::Miopen,
-        Algorithm::Direct,
-    ];
+    pub const ALL: [Algorithm; 5] =
+        [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Miopen, Algorithm::Direct];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -62,13 +57,10 @@ impl fmt::Display for Algorithm {
 impl std::str::FromStr for Algorithm {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Algorithm::ALL
-            .into_iter()
-            .find(|a| a.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                let names: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
-                format!("unknown convolution algorithm {s:?}; known: {}", names.join(", "))
-            })
+        Algorithm::ALL.into_iter().find(|a| a.name().eq_ignore_ascii_case(s)).ok_or_else(|| {
+            let names: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+            format!("unknown convolution algorithm {s:?}; known: {}", names.join(", "))
+        })
     }
 }
 
@@ -97,8 +89,17 @@ pub trait AlgorithmCatalog: Send + Sync {
 
     /// Exact workspace bytes `algorithm` allocates for `chunk` of `problem`, or `None`
     /// when it cannot run that chunk (unsupported parameters, or chunking by rows that
-    /// this algorithm cannot do).
-    fn workspace_bytes(&self, algorithm: Algorithm, problem: &ConvProblem, chunk: &Chunk) -> Option<usize>;
+    /// this algorithm cannot do). An algorithm whose workspace can shrink (smaller tiles,
+    /// fewer workers) sizes itself to fit `limit` where it can; the answer may still
+    /// exceed `limit`. Execution is given the same `limit` (the plan's
+    /// `workspace_limit`), so it allocates exactly what was answered here.
+    fn workspace_bytes(
+        &self,
+        algorithm: Algorithm,
+        problem: &ConvProblem,
+        chunk: &Chunk,
+        limit: usize,
+    ) -> Option<usize>;
 
     /// Estimated seconds to run `chunk` of `problem` with `algorithm`.
     fn estimated_seconds(&self, algorithm: Algorithm, problem: &ConvProblem, chunk: &Chunk) -> f64;
@@ -127,6 +128,9 @@ pub struct Plan {
     pub chunking: Chunking,
     /// Peak workspace of the largest chunk.
     pub workspace_bytes: usize,
+    /// The limit the algorithm sized its workspace for (what the budget left when the
+    /// plan was made); execution passes it back to the catalog.
+    pub workspace_limit: usize,
     pub estimated_seconds: f64,
     /// Whether the time came from a measurement recorded in the plan cache.
     pub measured: bool,
@@ -253,16 +257,30 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
         let mut smallest: Option<(usize, Algorithm, &'static str)> = None;
         let mut any_supported = false;
 
+        // Candidate chunkings in order of preference: whole, batch halvings, then row
+        // halvings of one image. An algorithm takes the first that fits.
+        let mut chunkings = vec![(Chunking { batch_per_chunk: g.batch, rows_per_chunk: rows }, "problem")];
+        let mut nb = g.batch;
+        while nb > 1 {
+            nb = nb.div_ceil(2);
+            chunkings.push((Chunking { batch_per_chunk: nb, rows_per_chunk: rows }, "image"));
+        }
+        let mut nr = rows;
+        while nr > 1 {
+            nr = nr.div_ceil(2);
+            chunkings.push((Chunking { batch_per_chunk: 1, rows_per_chunk: nr }, "output row"));
+        }
+
         for &alg in &self.allowed {
-            let whole = Chunking { batch_per_chunk: g.batch, rows_per_chunk: rows };
-            let Some(ws) = self.max_workspace(alg, problem, whole) else { continue };
-            any_supported = true;
-            let mut consider = |chunking: Chunking, ws: usize, unit: &'static str| {
+            for &(chunking, unit) in &chunkings {
+                // None: the algorithm cannot run chunks of this shape; try the next.
+                let Some(ws) = self.max_workspace(alg, problem, chunking, available) else { continue };
+                any_supported = true;
                 if smallest.is_none_or(|(s, _, _)| ws < s) {
                     smallest = Some((ws, alg, unit));
                 }
                 if ws > available {
-                    return false;
+                    continue;
                 }
                 let chunks = chunk_list(problem, chunking);
                 let measured = self.cache.measurement(problem, alg).filter(|_| chunks.len() == 1);
@@ -275,43 +293,14 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
                     algorithm: alg,
                     chunking,
                     workspace_bytes: ws,
+                    workspace_limit: available,
                     estimated_seconds: seconds,
                     measured: measured.is_some(),
                 };
                 if best.as_ref().is_none_or(|b| plan.estimated_seconds < b.estimated_seconds) {
                     best = Some(plan);
                 }
-                true
-            };
-            if consider(whole, ws, "problem") {
-                continue;
-            }
-            // Batch chunks, halving.
-            let mut fitted = false;
-            let mut nb = g.batch;
-            while nb > 1 {
-                nb = nb.div_ceil(2);
-                let c = Chunking { batch_per_chunk: nb, rows_per_chunk: rows };
-                if let Some(ws) = self.max_workspace(alg, problem, c)
-                    && consider(c, ws, "image")
-                {
-                    fitted = true;
-                    break;
-                }
-            }
-            if fitted {
-                continue;
-            }
-            // Output-row chunks of one image, halving down to a single row.
-            let mut nr = rows;
-            while nr > 1 {
-                nr = nr.div_ceil(2);
-                let c = Chunking { batch_per_chunk: 1, rows_per_chunk: nr };
-                match self.max_workspace(alg, problem, c) {
-                    Some(ws) if consider(c, ws, "output row") => break,
-                    Some(_) => {}
-                    None => break,
-                }
+                break;
             }
         }
 
@@ -338,7 +327,7 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
 
     /// The largest workspace over a chunking's chunks. Chunks of the same size differ only
     /// at the borders (padding), so the first, a middle and the last chunk stand for all.
-    fn max_workspace(&self, alg: Algorithm, problem: &ConvProblem, chunking: Chunking) -> Option<usize> {
+    fn max_workspace(&self, alg: Algorithm, problem: &ConvProblem, chunking: Chunking, limit: usize) -> Option<usize> {
         let chunks = chunk_list(problem, chunking);
         let picks: Vec<&Chunk> = if chunks.len() <= 8 {
             chunks.iter().collect()
@@ -347,7 +336,7 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
         };
         let mut max = 0;
         for c in picks {
-            max = max.max(self.catalog.workspace_bytes(alg, problem, c)?);
+            max = max.max(self.catalog.workspace_bytes(alg, problem, c, limit)?);
         }
         Some(max)
     }
@@ -401,7 +390,7 @@ mod tests {
             }
             v
         }
-        fn workspace_bytes(&self, a: Algorithm, _p: &ConvProblem, c: &Chunk) -> Option<usize> {
+        fn workspace_bytes(&self, a: Algorithm, _p: &ConvProblem, c: &Chunk, _limit: usize) -> Option<usize> {
             Some(match a {
                 Algorithm::Im2colGemm => 1000 * c.batch.len() * c.rows.len(),
                 _ => 0,
@@ -417,8 +406,14 @@ mod tests {
     }
 
     fn problem(batch: usize) -> ConvProblem {
-        ConvProblem::conv2d(&[batch, 2, 16, 16], &[2, 2, 3, 3], DType::F32, DType::F32, &Conv2dParams::default().with_padding(1))
-            .unwrap()
+        ConvProblem::conv2d(
+            &[batch, 2, 16, 16],
+            &[2, 2, 3, 3],
+            DType::F32,
+            DType::F32,
+            &Conv2dParams::default().with_padding(1),
+        )
+        .unwrap()
     }
 
     #[test]

@@ -439,8 +439,7 @@ impl ConvProblem {
         debug_assert_eq!(g.kind, ConvKind::Forward);
         let input_rows = g.input_rows_for(rows.clone());
         let lo = (rows.start * g.stride[0]) as isize - g.pad_begin[0] as isize;
-        let hi = ((rows.end - 1) * g.stride[0] + g.dilation[0] * (g.kernel[0] - 1)) as isize
-            - g.pad_begin[0] as isize;
+        let hi = ((rows.end - 1) * g.stride[0] + g.dilation[0] * (g.kernel[0] - 1)) as isize - g.pad_begin[0] as isize;
         let mut sub = *self;
         sub.geometry.in_size[0] = input_rows.len();
         sub.geometry.pad_begin[0] = (input_rows.start as isize - lo) as usize;
@@ -470,7 +469,8 @@ mod tests {
         assert!(e.contains("output size < 1") && e.contains("5x5"), "{e}");
         let e = msg(conv2d(&[1, 3, 8], &[4, 3, 3, 3], Conv2dParams::default()));
         assert!(e.contains("4-D") && e.contains("[1, 3, 8]"), "{e}");
-        let e = msg(ConvProblem::conv2d(&[1, 3, 8, 8], &[4, 3, 3, 3], DType::F32, DType::F16, &Conv2dParams::default()));
+        let e =
+            msg(ConvProblem::conv2d(&[1, 3, 8, 8], &[4, 3, 3, 3], DType::F32, DType::F16, &Conv2dParams::default()));
         assert!(e.contains("f32") && e.contains("f16"), "{e}");
         let e = msg(ConvProblem::conv2d(&[1, 3, 8, 8], &[4, 3, 3, 3], DType::U8, DType::U8, &Conv2dParams::default()));
         assert!(e.contains("U8"), "{e}");

@@ -43,7 +43,12 @@ fn random_case(rng: &mut StdRng, special: usize) -> Case {
         let mut kern = [rng.random_range(1..5), rng.random_range(1..5)];
         let mut stride = [rng.random_range(1..4), rng.random_range(1..4)];
         let mut dil = [rng.random_range(1..3), rng.random_range(1..3)];
-        let mut pad = Padding2d::tblr(rng.random_range(0..3), rng.random_range(0..3), rng.random_range(0..3), rng.random_range(0..3));
+        let mut pad = Padding2d::tblr(
+            rng.random_range(0..3),
+            rng.random_range(0..3),
+            rng.random_range(0..3),
+            rng.random_range(0..3),
+        );
         let mut transposed = rng.random_bool(0.3);
         let one_d = rng.random_bool(0.2);
         match special % 6 {
@@ -80,10 +85,17 @@ fn random_case(rng: &mut StdRng, special: usize) -> Case {
             _ => {}
         }
         let max_op = |d: usize| stride[d].max(dil[d]) - 1;
-        let out_pad = if transposed { [rng.random_range(0..=max_op(0)), rng.random_range(0..=max_op(1))] } else { [0, 0] };
+        let out_pad =
+            if transposed { [rng.random_range(0..=max_op(0)), rng.random_range(0..=max_op(1))] } else { [0, 0] };
         let params = Conv2dParams { stride, padding: pad, dilation: dil, groups, output_padding: out_pad };
         let problem = if one_d {
-            let p1 = Conv1dParams { stride: stride[1], padding: [pad.begin[1], pad.end[1]], dilation: dil[1], groups, output_padding: out_pad[1] };
+            let p1 = Conv1dParams {
+                stride: stride[1],
+                padding: [pad.begin[1], pad.end[1]],
+                dilation: dil[1],
+                groups,
+                output_padding: out_pad[1],
+            };
             if transposed {
                 ConvProblem::conv_transpose1d(&[n, c, w], &[c, k / groups, kern[1]], dt, dt, &p1)
             } else {
@@ -124,17 +136,22 @@ fn check(engine: &CpuConv, case: &Case, x: &Tensor, w: &Tensor, b: Option<&Tenso
     let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
     let tol = tolerance(p.dtype.to_candle());
     for (i, (g, r)) in got.iter().zip(want).enumerate() {
-        assert!((g - r).abs() <= tol * scale, "{what} on {p}: element {i}: got {g}, reference {r} (tolerance {})", tol * scale);
+        assert!(
+            (g - r).abs() <= tol * scale,
+            "{what} on {p}: element {i}: got {g}, reference {r} (tolerance {})",
+            tol * scale
+        );
     }
 }
 
 #[test]
 fn every_algorithm_matches_the_f64_reference_on_600_problems() {
     let mut rng = StdRng::seed_from_u64(0x5eed_c0de);
-    let engines: Vec<(Algorithm, CpuConv)> = [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct]
-        .into_iter()
-        .map(|a| (a, CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[a])))
-        .collect();
+    let engines: Vec<(Algorithm, CpuConv)> =
+        [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct]
+            .into_iter()
+            .map(|a| (a, CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[a])))
+            .collect();
     let portable = CpuConv::with_catalog(CpuCatalog::new().with_kernel(MicroKernel::Portable), Budget::bytes(1 << 30))
         .with_allowed(&[Algorithm::ImplicitGemm]);
     let mut runs = std::collections::BTreeMap::<String, usize>::new();

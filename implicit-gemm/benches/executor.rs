@@ -17,12 +17,8 @@ fn main() {
     let threads = rayon::current_num_threads();
     let kernel = MicroKernel::detect();
     println!("microkernel {kernel:?}, {threads} threads");
-    let shapes: &[(usize, usize, usize, usize)] = &[
-        (512, 512, 64, 3),
-        (256, 256, 128, 3),
-        (128, 128, 256, 3),
-        (512, 256, 128, 1),
-    ];
+    let shapes: &[(usize, usize, usize, usize)] =
+        &[(512, 512, 64, 3), (256, 256, 128, 3), (128, 128, 256, 3), (512, 256, 128, 1)];
     for &(c, k, hw, r) in shapes {
         let pad = r / 2;
         let g = ConvGeometry {

@@ -55,22 +55,19 @@ impl ConvGeometry {
     /// The output `[P, Q]`, or `None` when it would be smaller than one pixel.
     pub fn out_size(&self) -> Option<[usize; 2]> {
         let mut out = [0; 2];
-        for d in 0..2 {
+        for (d, o) in out.iter_mut().enumerate() {
             let extent = self.dilation[d] * (self.kernel[d].checked_sub(1)?);
-            out[d] = match self.kind {
+            *o = match self.kind {
                 ConvKind::Forward => {
                     let padded = self.in_size[d] + self.pad_begin[d] + self.pad_end[d];
                     (padded.checked_sub(extent + 1)?) / self.stride[d] + 1
                 }
                 ConvKind::Transposed => {
-                    let full = (self.in_size[d].checked_sub(1)?) * self.stride[d]
-                        + extent
-                        + self.output_padding[d]
-                        + 1;
+                    let full = (self.in_size[d].checked_sub(1)?) * self.stride[d] + extent + self.output_padding[d] + 1;
                     full.checked_sub(self.pad_begin[d] + self.pad_end[d])?
                 }
             };
-            if out[d] == 0 {
+            if *o == 0 {
                 return None;
             }
         }
@@ -79,8 +76,7 @@ impl ConvGeometry {
 
     /// Output size; only call on a geometry whose `out_size` is `Some` (validated).
     pub fn out_hw(&self) -> [usize; 2] {
-        self.out_size()
-            .expect("ConvGeometry::out_hw on a geometry that was not validated")
+        self.out_size().expect("ConvGeometry::out_hw on a geometry that was not validated")
     }
 
     pub fn in_channels_per_group(&self) -> usize {
@@ -97,11 +93,7 @@ impl ConvGeometry {
 
     pub fn gemm_dims(&self) -> GemmDims {
         let [p, q] = self.out_hw();
-        GemmDims {
-            m: self.out_channels_per_group(),
-            n: p * q,
-            k: self.in_channels_per_group() * self.taps(),
-        }
+        GemmDims { m: self.out_channels_per_group(), n: p * q, k: self.in_channels_per_group() * self.taps() }
     }
 
     /// Elements of the input tensor.
@@ -113,9 +105,7 @@ impl ConvGeometry {
     pub fn weight_len(&self) -> usize {
         match self.kind {
             ConvKind::Forward => self.out_channels * self.in_channels_per_group() * self.taps(),
-            ConvKind::Transposed => {
-                self.in_channels * self.out_channels_per_group() * self.taps()
-            }
+            ConvKind::Transposed => self.in_channels * self.out_channels_per_group() * self.taps(),
         }
     }
 
@@ -161,8 +151,7 @@ impl ConvGeometry {
             return 0..0;
         }
         let lo = (rows.start * self.stride[0]) as isize - self.pad_begin[0] as isize;
-        let hi = ((rows.end - 1) * self.stride[0] + self.dilation[0] * (self.kernel[0] - 1))
-            as isize
+        let hi = ((rows.end - 1) * self.stride[0] + self.dilation[0] * (self.kernel[0] - 1)) as isize
             - self.pad_begin[0] as isize;
         let h = self.in_size[0] as isize;
         (lo.clamp(0, h) as usize)..((hi + 1).clamp(0, h) as usize)
@@ -220,12 +209,7 @@ pub fn phases(geom: &ConvGeometry, rows: std::ops::Range<usize>) -> Vec<Phase> {
             let mut taps = Vec::with_capacity(kr * ks);
             for r in 0..kr {
                 for s in 0..ks {
-                    taps.push(Tap {
-                        r,
-                        s,
-                        dh: (r * dil_h) as isize,
-                        dw: (s * dil_w) as isize,
-                    });
+                    taps.push(Tap { r, s, dh: (r * dil_h) as isize, dw: (s * dil_w) as isize });
                 }
             }
             vec![Phase {
@@ -235,10 +219,7 @@ pub fn phases(geom: &ConvGeometry, rows: std::ops::Range<usize>) -> Vec<Phase> {
                 col0: 0,
                 col_step: 1,
                 cols: q,
-                base0: [
-                    (rows.start * geom.stride[0]) as isize - pt as isize,
-                    -(pl as isize),
-                ],
+                base0: [(rows.start * geom.stride[0]) as isize - pt as isize, -(pl as isize)],
                 base_step: [geom.stride[0] as isize, geom.stride[1] as isize],
                 taps,
             }]
@@ -365,8 +346,7 @@ mod tests {
                         for s in 0..k {
                             let nh = (op + pad) as isize - (r * dil) as isize;
                             let nw = (oq + pad) as isize - (s * dil) as isize;
-                            let divisible = nh.rem_euclid(stride as isize) == 0
-                                && nw.rem_euclid(stride as isize) == 0;
+                            let divisible = nh.rem_euclid(stride as isize) == 0 && nw.rem_euclid(stride as isize) == 0;
                             let count = seen.get(&(op, oq, r, s)).copied().unwrap_or(0);
                             assert_eq!(count, divisible as usize, "pixel ({op},{oq}) tap ({r},{s})");
                         }

@@ -25,16 +25,12 @@ fn reference(g: &ConvGeometry, x: &[f64], wt: &[f64], bias: Option<&[f64]>) -> V
                             for s in 0..ks {
                                 let (ih, iw) = match g.kind {
                                     ConvKind::Forward => (
-                                        (op * g.stride[0] + r * g.dilation[0]) as isize
-                                            - g.pad_begin[0] as isize,
-                                        (oq * g.stride[1] + s * g.dilation[1]) as isize
-                                            - g.pad_begin[1] as isize,
+                                        (op * g.stride[0] + r * g.dilation[0]) as isize - g.pad_begin[0] as isize,
+                                        (oq * g.stride[1] + s * g.dilation[1]) as isize - g.pad_begin[1] as isize,
                                     ),
                                     ConvKind::Transposed => {
-                                        let nh = (op + g.pad_begin[0]) as isize
-                                            - (r * g.dilation[0]) as isize;
-                                        let nw = (oq + g.pad_begin[1]) as isize
-                                            - (s * g.dilation[1]) as isize;
+                                        let nh = (op + g.pad_begin[0]) as isize - (r * g.dilation[0]) as isize;
+                                        let nw = (oq + g.pad_begin[1]) as isize - (s * g.dilation[1]) as isize;
                                         if nh.rem_euclid(g.stride[0] as isize) != 0
                                             || nw.rem_euclid(g.stride[1] as isize) != 0
                                         {
@@ -46,13 +42,10 @@ fn reference(g: &ConvGeometry, x: &[f64], wt: &[f64], bias: Option<&[f64]>) -> V
                                 if ih < 0 || iw < 0 || ih >= h as isize || iw >= w as isize {
                                     continue;
                                 }
-                                let xv = x[((n * g.in_channels + ci) * h + ih as usize) * w
-                                    + iw as usize];
+                                let xv = x[((n * g.in_channels + ci) * h + ih as usize) * w + iw as usize];
                                 let wv = match g.kind {
                                     ConvKind::Forward => wt[((k * cg + c) * kr + r) * ks + s],
-                                    ConvKind::Transposed => {
-                                        wt[((ci * mg + km) * kr + r) * ks + s]
-                                    }
+                                    ConvKind::Transposed => wt[((ci * mg + km) * kr + r) * ks + s],
                                 };
                                 acc += xv * wv;
                             }

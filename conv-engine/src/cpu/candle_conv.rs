@@ -37,7 +37,18 @@ fn supports(problem: &ConvProblem, chunk: &Chunk) -> bool {
                     && g.dilation[0] == g.dilation[1]
                     && g.output_padding[0] == g.output_padding[1]
             }
-            (ConvKind::Transposed, Rank::One) => whole_rows && g.pad_begin[1] == g.pad_end[1],
+            // candle computes `(l_in - 1)·stride - 2·padding` first, which underflows
+            // (a panic in debug builds) when the padding is larger, even if the output
+            // size is valid.
+            (ConvKind::Transposed, Rank::One) => {
+                let col2im_path = g.dilation[1] == 1 && g.pad_begin[1] == 0 && g.output_padding[1] == 0;
+                whole_rows
+                    && g.pad_begin[1] == g.pad_end[1]
+                    && (g.in_size[1] - 1) * g.stride[1] >= 2 * g.pad_begin[1]
+                    // candle's col2im path gives wrong results for every image after the
+                    // first (verified against the f64 reference): one image per chunk.
+                    && (!col2im_path || chunk.batch.len() == 1)
+            }
         }
 }
 
@@ -83,12 +94,22 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
             let ksize = c * r * s;
             let conv = match problem.rank {
                 // conv1d: full im2col, the matmul result, and its transposed copy.
-                Rank::One => b * pixels * ksize + b * pixels * k + gemm_internal_bytes(threads, b * pixels * ksize) / sz,
-                Rank::Two if r == 1 && s == 1 && g.stride[0] == 1 && !needs_pad_copy(problem, chunk) && g.pad_begin == [0, 0] => {
+                Rank::One => {
+                    b * pixels * ksize + b * pixels * k + gemm_internal_bytes(threads, b * pixels * ksize) / sz
+                }
+                Rank::Two
+                    if r == 1
+                        && s == 1
+                        && g.stride[0] == 1
+                        && !needs_pad_copy(problem, chunk)
+                        && g.pad_begin == [0, 0] =>
+                {
                     // conv2d_1x1: per concurrently processed image, a copy and a result.
                     b.min(threads) * (c + k) * pixels + gemm_internal_bytes(threads, c * pixels) / sz
                 }
-                Rank::Two if r == 1 && s == 1 => b * pixels * (ksize + k) + gemm_internal_bytes(threads, b * pixels * ksize) / sz,
+                Rank::Two if r == 1 && s == 1 => {
+                    b * pixels * (ksize + k) + gemm_internal_bytes(threads, b * pixels * ksize) / sz
+                }
                 Rank::Two => {
                     // conv2d_tiled: an NHWC copy of the input, the flattened kernel, and
                     // per thread one column tile and one result tile.
@@ -125,7 +146,7 @@ pub(super) fn run<T: Element + WithDType>(
     let g = &problem.geometry;
     let [p, q] = g.out_hw();
     // Poisoned: an element no chunk writes stays NaN and fails every comparison.
-        let mut out = vec![T::from_f32(f32::NAN); g.output_len()];
+    let mut out = vec![T::from_f32(f32::NAN); g.output_len()];
     let bias = bias.map(|b| b.to_vec1::<T>()).transpose()?;
     for chunk in plan.chunks() {
         let x = input.narrow(0, chunk.batch.start, chunk.batch.len())?;

@@ -57,8 +57,10 @@ impl CpuCatalog {
         self.threads
     }
 
-    fn implicit_plan(&self, problem: &ConvProblem, chunk: &Chunk) -> CpuConvPlan {
-        CpuConvPlan::new(&chunk_geometry(problem, chunk), chunk.rows.clone(), self.threads, self.kernel, None)
+    /// The executor plan for a chunk, with tiles shrunk (down to one worker) until its
+    /// workspace fits `limit` where that is possible.
+    fn implicit_plan(&self, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> CpuConvPlan {
+        CpuConvPlan::fitted(&chunk_geometry(problem, chunk), chunk.rows.clone(), self.threads, self.kernel, limit)
     }
 }
 
@@ -84,9 +86,9 @@ impl AlgorithmCatalog for CpuCatalog {
         vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct]
     }
 
-    fn workspace_bytes(&self, alg: Algorithm, problem: &ConvProblem, chunk: &Chunk) -> Option<usize> {
+    fn workspace_bytes(&self, alg: Algorithm, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
         match alg {
-            Algorithm::ImplicitGemm => Some(self.implicit_plan(problem, chunk).workspace_bytes()),
+            Algorithm::ImplicitGemm => Some(self.implicit_plan(problem, chunk, limit).workspace_bytes()),
             Algorithm::Direct => Some(0),
             Algorithm::Im2colGemm => candle_conv::workspace_bytes(problem, chunk, self.threads),
             Algorithm::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
@@ -160,35 +162,71 @@ impl CpuConv {
         self.dispatcher.plan(problem, self.budget_state())
     }
 
-    pub fn conv2d(&self, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, params: &Conv2dParams) -> Result<Tensor, ConvError> {
+    pub fn conv2d(
+        &self,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        params: &Conv2dParams,
+    ) -> Result<Tensor, ConvError> {
         let p = ConvProblem::conv2d(input.dims(), weight.dims(), input.dtype(), weight.dtype(), params)?;
         self.run(&p, input, weight, bias)
     }
 
-    pub fn conv_transpose2d(&self, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, params: &Conv2dParams) -> Result<Tensor, ConvError> {
+    pub fn conv_transpose2d(
+        &self,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        params: &Conv2dParams,
+    ) -> Result<Tensor, ConvError> {
         let p = ConvProblem::conv_transpose2d(input.dims(), weight.dims(), input.dtype(), weight.dtype(), params)?;
         self.run(&p, input, weight, bias)
     }
 
-    pub fn conv1d(&self, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor, ConvError> {
+    pub fn conv1d(
+        &self,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        params: &Conv1dParams,
+    ) -> Result<Tensor, ConvError> {
         let p = ConvProblem::conv1d(input.dims(), weight.dims(), input.dtype(), weight.dtype(), params)?;
         self.run(&p, input, weight, bias)
     }
 
-    pub fn conv_transpose1d(&self, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor, ConvError> {
+    pub fn conv_transpose1d(
+        &self,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        params: &Conv1dParams,
+    ) -> Result<Tensor, ConvError> {
         let p = ConvProblem::conv_transpose1d(input.dims(), weight.dims(), input.dtype(), weight.dtype(), params)?;
         self.run(&p, input, weight, bias)
     }
 
     /// Runs `problem` (which must describe these tensors) with the plan the dispatcher
     /// chooses.
-    pub fn run(&self, problem: &ConvProblem, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, ConvError> {
+    pub fn run(
+        &self,
+        problem: &ConvProblem,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+    ) -> Result<Tensor, ConvError> {
         let plan = self.plan(problem)?;
         self.run_plan(&plan, input, weight, bias)
     }
 
     /// Runs a given plan.
-    pub fn run_plan(&self, plan: &Plan, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, ConvError> {
+    pub fn run_plan(
+        &self,
+        plan: &Plan,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+    ) -> Result<Tensor, ConvError> {
         let problem = &plan.problem;
         check_tensors(problem, input, weight, bias)?;
         match problem.dtype {
@@ -198,7 +236,13 @@ impl CpuConv {
         }
     }
 
-    fn run_typed<T: Element + WithDType>(&self, plan: &Plan, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor, ConvError> {
+    fn run_typed<T: Element + WithDType>(
+        &self,
+        plan: &Plan,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+    ) -> Result<Tensor, ConvError> {
         let problem = &plan.problem;
         let g = &problem.geometry;
         if plan.algorithm == Algorithm::Im2colGemm {
@@ -225,12 +269,14 @@ impl CpuConv {
             let os = &mut out[chunk.batch.start * img_out..chunk.batch.end * img_out];
             match plan.algorithm {
                 Algorithm::ImplicitGemm => {
-                    let exec = self.dispatcher.catalog().implicit_plan(problem, &chunk);
+                    let exec = self.dispatcher.catalog().implicit_plan(problem, &chunk, plan.workspace_limit);
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats());
                     exec.run(xs, w, b, os, &mut ws);
                 }
                 Algorithm::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
-                Algorithm::Gemm1x1 => gemm1x1::run(&gc, xs, w, b, os, chunk.rows.clone(), self.dispatcher.catalog().threads)?,
+                Algorithm::Gemm1x1 => {
+                    gemm1x1::run(&gc, xs, w, b, os, chunk.rows.clone(), self.dispatcher.catalog().threads)?
+                }
                 Algorithm::Im2colGemm | Algorithm::Miopen => unreachable!("handled above / not offered"),
             }
         }
@@ -253,7 +299,12 @@ pub(crate) fn cpu_slice<'a, T: WithDType>(st: &'a Storage, layout: &candle_core:
 }
 
 /// The tensors must be what the problem says: shapes, dtype, device, bias.
-fn check_tensors(problem: &ConvProblem, input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<(), ConvError> {
+fn check_tensors(
+    problem: &ConvProblem,
+    input: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+) -> Result<(), ConvError> {
     let g = &problem.geometry;
     let op = "conv";
     if input.dims() != problem.input_shape() || weight.dims() != problem.weight_shape() {
@@ -266,10 +317,19 @@ fn check_tensors(problem: &ConvProblem, input: &Tensor, weight: &Tensor, bias: O
     }
     for t in [input, weight] {
         if !t.device().is_cpu() {
-            return Err(ConvError::Parameter { op, param: "device", value: format!("{:?}", t.device().location()), reason: "the CPU engine needs CPU tensors" });
+            return Err(ConvError::Parameter {
+                op,
+                param: "device",
+                value: format!("{:?}", t.device().location()),
+                reason: "the CPU engine needs CPU tensors",
+            });
         }
         if ConvDType::from_candle(t.dtype()) != Some(problem.dtype) {
-            return Err(ConvError::DTypeMismatch { op, input: problem.dtype, weight: ConvDType::from_candle(t.dtype()).unwrap_or(problem.dtype) });
+            return Err(ConvError::DTypeMismatch {
+                op,
+                input: problem.dtype,
+                weight: ConvDType::from_candle(t.dtype()).unwrap_or(problem.dtype),
+            });
         }
     }
     if let Some(b) = bias {
@@ -280,7 +340,12 @@ fn check_tensors(problem: &ConvProblem, input: &Tensor, weight: &Tensor, bias: O
             return Err(ConvError::BiasDType { op, bias: format!("{:?}", b.dtype()), input: problem.dtype });
         }
         if !b.device().is_cpu() {
-            return Err(ConvError::Parameter { op, param: "bias device", value: format!("{:?}", b.device().location()), reason: "the CPU engine needs CPU tensors" });
+            return Err(ConvError::Parameter {
+                op,
+                param: "bias device",
+                value: format!("{:?}", b.device().location()),
+                reason: "the CPU engine needs CPU tensors",
+            });
         }
     }
     Ok(())

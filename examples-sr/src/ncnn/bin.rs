@@ -94,17 +94,11 @@ impl<'a> BinReader<'a> {
         match tag {
             TAG_FP16 => {
                 // Half data is padded to a 4-byte boundary (ncnn: alignSize(w * 2, 4)).
-                let padded = count
-                    .checked_mul(2)
-                    .and_then(|n| n.checked_add(3))
-                    .map(|n| n & !3);
+                let padded = count.checked_mul(2).and_then(|n| n.checked_add(3)).map(|n| n & !3);
                 let data_offset = self.offset;
                 let bytes = self.take(padded, ctx)?;
-                let values: Vec<f32> = bytes
-                    .chunks_exact(2)
-                    .take(count)
-                    .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
-                    .collect();
+                let values: Vec<f32> =
+                    bytes.chunks_exact(2).take(count).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()).collect();
                 check_finite(&values, data_offset, 2, ctx)?;
                 Ok(values)
             }
@@ -131,10 +125,7 @@ impl<'a> BinReader<'a> {
     pub fn read_f32(&mut self, count: usize, ctx: ReadCtx<'_>) -> Result<Vec<f32>, NcnnError> {
         let data_offset = self.offset;
         let bytes = self.take(count.checked_mul(4), ctx)?;
-        let values: Vec<f32> = bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let values: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         check_finite(&values, data_offset, 4, ctx)?;
         Ok(values)
     }
@@ -156,12 +147,7 @@ impl<'a> BinReader<'a> {
     }
 }
 
-fn check_finite(
-    values: &[f32],
-    data_offset: usize,
-    elem_bytes: usize,
-    ctx: ReadCtx<'_>,
-) -> Result<(), NcnnError> {
+fn check_finite(values: &[f32], data_offset: usize, elem_bytes: usize, ctx: ReadCtx<'_>) -> Result<(), NcnnError> {
     match values.iter().position(|v| !v.is_finite()) {
         None => Ok(()),
         Some(index) => Err(NcnnError::NonFinite {
@@ -179,11 +165,7 @@ fn check_finite(
 mod tests {
     use super::*;
 
-    const CTX: ReadCtx<'static> = ReadCtx {
-        layer: "conv0",
-        ty: "Convolution",
-        what: "weights",
-    };
+    const CTX: ReadCtx<'static> = ReadCtx { layer: "conv0", ty: "Convolution", what: "weights" };
 
     fn tagged(tag: u32, payload: &[u8]) -> Vec<u8> {
         let mut v = tag.to_le_bytes().to_vec();
@@ -194,10 +176,7 @@ mod tests {
     #[test]
     fn fp16_odd_count_is_padded() {
         let vals = [1.0f32, -2.5, 0.125];
-        let mut payload: Vec<u8> = vals
-            .iter()
-            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
-            .collect();
+        let mut payload: Vec<u8> = vals.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect();
         payload.extend_from_slice(&[0, 0]); // 6 bytes -> 8
         payload.extend_from_slice(&7.0f32.to_le_bytes());
         let file = tagged(TAG_FP16, &payload);
@@ -211,10 +190,7 @@ mod tests {
     #[test]
     fn fp32_tags() {
         for tag in [TAG_FP32, TAG_FP32_RAW] {
-            let payload: Vec<u8> = [0.5f32, -1.0]
-                .iter()
-                .flat_map(|v| v.to_le_bytes())
-                .collect();
+            let payload: Vec<u8> = [0.5f32, -1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
             let file = tagged(tag, &payload);
             let mut r = BinReader::new(&file);
             assert_eq!(r.read_weights(2, CTX).unwrap(), [0.5, -1.0]);
@@ -227,20 +203,14 @@ mod tests {
         let file = tagged(TAG_INT8, &[0; 8]);
         assert!(matches!(
             BinReader::new(&file).read_weights(2, CTX),
-            Err(NcnnError::UnsupportedTag {
-                offset: 0,
-                tag: TAG_INT8,
-                ..
-            })
+            Err(NcnnError::UnsupportedTag { offset: 0, tag: TAG_INT8, .. })
         ));
         let mut file = vec![0u8; 8];
         file.extend(tagged(0xDEAD_BEEF, &[0; 8]));
         let mut r = BinReader::new(&file);
         r.read_f32(2, CTX).unwrap();
         match r.read_weights(2, CTX) {
-            Err(NcnnError::UnknownTag {
-                offset, tag, layer, ..
-            }) => {
+            Err(NcnnError::UnknownTag { offset, tag, layer, .. }) => {
                 assert_eq!((offset, tag, layer.as_str()), (8, 0xDEAD_BEEF, "conv0"));
             }
             other => panic!("unexpected {other:?}"),
@@ -252,47 +222,28 @@ mod tests {
         let file = tagged(TAG_FP16, &[0; 4]);
         for count in [usize::MAX, usize::MAX / 2 + 1, 1 << 40] {
             match BinReader::new(&file).read_weights(count, CTX) {
-                Err(NcnnError::Truncated {
-                    offset: 4,
-                    available: 4,
-                    ..
-                }) => {}
+                Err(NcnnError::Truncated { offset: 4, available: 4, .. }) => {}
                 other => panic!("{count}: unexpected {other:?}"),
             }
             assert!(matches!(
                 BinReader::new(&file).read_f32(count, CTX),
-                Err(NcnnError::Truncated {
-                    offset: 0,
-                    available: 8,
-                    ..
-                })
+                Err(NcnnError::Truncated { offset: 0, available: 8, .. })
             ));
         }
     }
 
     #[test]
     fn non_finite_values_are_located() {
-        let mut payload: Vec<u8> = [1.0f32, 2.0, f32::NAN]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
+        let mut payload: Vec<u8> = [1.0f32, 2.0, f32::NAN].iter().flat_map(|v| v.to_le_bytes()).collect();
         let file = tagged(TAG_FP32, &payload);
         match BinReader::new(&file).read_weights(3, CTX) {
             Err(NcnnError::NonFinite { offset, index, .. }) => assert_eq!((offset, index), (12, 2)),
             other => panic!("unexpected {other:?}"),
         }
-        payload = [f16::from_f32(1.0), f16::INFINITY]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
+        payload = [f16::from_f32(1.0), f16::INFINITY].iter().flat_map(|v| v.to_le_bytes()).collect();
         let file = tagged(TAG_FP16, &payload);
         match BinReader::new(&file).read_weights(2, CTX) {
-            Err(NcnnError::NonFinite {
-                offset,
-                index,
-                value,
-                ..
-            }) => {
+            Err(NcnnError::NonFinite { offset, index, value, .. }) => {
                 assert_eq!((offset, index), (6, 1));
                 assert!(value.is_infinite());
             }
@@ -306,12 +257,7 @@ mod tests {
         let mut r = BinReader::new(&file);
         r.read_f32(2, CTX).unwrap();
         match r.finish(Some(("fc", "InnerProduct"))) {
-            Err(NcnnError::Oversized {
-                offset,
-                trailing,
-                layer,
-                ..
-            }) => {
+            Err(NcnnError::Oversized { offset, trailing, layer, .. }) => {
                 assert_eq!((offset, trailing, layer.as_str()), (8, 2, "fc"));
             }
             other => panic!("unexpected {other:?}"),

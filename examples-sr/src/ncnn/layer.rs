@@ -170,9 +170,7 @@ pub struct CropRoi {
 
 /// A crop that does not fit the blob it is applied to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "crop of axis {axis:?} with start {start} and end {end} is empty or outside an axis of size {size}"
-)]
+#[error("crop of axis {axis:?} with start {start} and end {end} is empty or outside an axis of size {size}")]
 pub struct CropRangeError {
     pub axis: CropAxis,
     pub start: i32,
@@ -182,38 +180,17 @@ pub struct CropRangeError {
 
 impl Crop {
     /// The kept region of a `[channels, height, width]` blob.
-    pub fn resolve_chw(
-        &self,
-        channels: usize,
-        height: usize,
-        width: usize,
-    ) -> Result<CropRoi, CropRangeError> {
-        let mut roi = CropRoi {
-            c_offset: 0,
-            channels,
-            h_offset: 0,
-            height,
-            w_offset: 0,
-            width,
-        };
+    pub fn resolve_chw(&self, channels: usize, height: usize, width: usize) -> Result<CropRoi, CropRangeError> {
+        let mut roi = CropRoi { c_offset: 0, channels, h_offset: 0, height, w_offset: 0, width };
         for s in &self.slices {
             let size = match s.axis {
                 CropAxis::C => channels,
                 CropAxis::H => height,
                 CropAxis::W => width,
             };
-            let err = CropRangeError {
-                axis: s.axis,
-                start: s.start,
-                end: s.end,
-                size,
-            };
+            let err = CropRangeError { axis: s.axis, start: s.start, end: s.end, size };
             let n = i64::try_from(size).map_err(|_| err.clone())?;
-            let start = if s.start == -233 {
-                0
-            } else {
-                i64::from(s.start)
-            };
+            let start = if s.start == -233 { 0 } else { i64::from(s.start) };
             let end = if s.end == -233 { n } else { i64::from(s.end) };
             let offset = if start >= 0 { start } else { n + start };
             let stop = n.min(if end > 0 { end } else { n + end });
@@ -263,17 +240,8 @@ pub enum LayerKind {
 }
 
 /// The ncnn layer type names this loader accepts.
-pub const SUPPORTED_TYPES: [&str; 9] = [
-    "Input",
-    "Convolution",
-    "Deconvolution",
-    "Split",
-    "Pooling",
-    "InnerProduct",
-    "BinaryOp",
-    "Crop",
-    "PixelShuffle",
-];
+pub const SUPPORTED_TYPES: [&str; 9] =
+    ["Input", "Convolution", "Deconvolution", "Split", "Pooling", "InnerProduct", "BinaryOp", "Crop", "PixelShuffle"];
 
 impl LayerKind {
     /// The ncnn type name, as written in `.param` files.
@@ -326,10 +294,7 @@ impl<'a> Params<'a> {
         match self.raw.params.get(id) {
             None => Ok(default),
             Some(ParamValue::Int(v)) => Ok(*v),
-            Some(v) => Err(self.err(format!(
-                "parameter {id} must be an int, found a {}",
-                v.kind()
-            ))),
+            Some(v) => Err(self.err(format!("parameter {id} must be an int, found a {}", v.kind()))),
         }
     }
 
@@ -337,10 +302,7 @@ impl<'a> Params<'a> {
         match self.raw.params.get(id) {
             None => Ok(default),
             Some(ParamValue::Float(v)) => Ok(*v),
-            Some(v) => Err(self.err(format!(
-                "parameter {id} must be a float, found a {}",
-                v.kind()
-            ))),
+            Some(v) => Err(self.err(format!("parameter {id} must be a float, found a {}", v.kind()))),
         }
     }
 
@@ -348,10 +310,7 @@ impl<'a> Params<'a> {
         match self.raw.params.get(id) {
             None => Ok(&[]),
             Some(ParamValue::IntArray(v)) => Ok(v),
-            Some(v) => Err(self.err(format!(
-                "parameter {id} must be an int array, found a {}",
-                v.kind()
-            ))),
+            Some(v) => Err(self.err(format!("parameter {id} must be an int array, found a {}", v.kind()))),
         }
     }
 
@@ -361,21 +320,17 @@ impl<'a> Params<'a> {
             Some(ParamValue::FloatArray(v)) => Ok(v),
             // ncnn's writer prints `-23310=0` for an empty array: no element, no float.
             Some(ParamValue::IntArray(v)) if v.is_empty() => Ok(&[]),
-            Some(v) => Err(self.err(format!(
-                "parameter {id} must be a float array, found a {}",
-                v.kind()
-            ))),
+            Some(v) => Err(self.err(format!("parameter {id} must be a float array, found a {}", v.kind()))),
         }
     }
 
     /// A strictly positive int (sizes, strides, counts).
     fn positive(&self, id: u32, default: i32, what: &str) -> Result<usize, NcnnError> {
         let v = self.int(id, default)?;
-        usize::try_from(v).ok().filter(|&v| v > 0).ok_or_else(|| {
-            self.err(format!(
-                "{what} (parameter {id}) must be positive, found {v}"
-            ))
-        })
+        usize::try_from(v)
+            .ok()
+            .filter(|&v| v > 0)
+            .ok_or_else(|| self.err(format!("{what} (parameter {id}) must be positive, found {v}")))
     }
 
     /// A non-negative padding; ncnn's -233 / -234 (SAME_UPPER / SAME_LOWER) are not supported.
@@ -392,20 +347,12 @@ impl<'a> Params<'a> {
     }
 
     /// Must equal `expected` (a feature this loader does not implement otherwise).
-    fn require_int(
-        &self,
-        id: u32,
-        default: i32,
-        expected: i32,
-        what: &str,
-    ) -> Result<(), NcnnError> {
+    fn require_int(&self, id: u32, default: i32, expected: i32, what: &str) -> Result<(), NcnnError> {
         let v = self.int(id, default)?;
         if v == expected {
             Ok(())
         } else {
-            Err(self.err(format!(
-                "{what} (parameter {id}) = {v} is not supported (only {expected})"
-            )))
+            Err(self.err(format!("{what} (parameter {id}) = {v} is not supported (only {expected})")))
         }
     }
 
@@ -426,9 +373,9 @@ impl<'a> Params<'a> {
             1 => Activation::Relu,
             2 => {
                 // ncnn reads activation_params[0]; an absent slope would be out of bounds there.
-                let slope = *params.first().ok_or_else(|| {
-                    self.err("leaky ReLU (9=2) needs its slope in parameter 10 (-23310=1,slope)")
-                })?;
+                let slope = *params
+                    .first()
+                    .ok_or_else(|| self.err("leaky ReLU (9=2) needs its slope in parameter 10 (-23310=1,slope)"))?;
                 Activation::LeakyRelu { slope }
             }
             4 => Activation::Sigmoid,
@@ -461,9 +408,7 @@ impl<'a> Params<'a> {
         num_output: usize,
         per_output: Option<usize>,
     ) -> Result<usize, NcnnError> {
-        let unit = per_output
-            .and_then(|k| num_output.checked_mul(k))
-            .filter(|&u| u > 0);
+        let unit = per_output.and_then(|k| num_output.checked_mul(k)).filter(|&u| u > 0);
         match unit {
             Some(unit) if weight_data_size % unit == 0 => Ok(weight_data_size / unit),
             _ => Err(self.err(format!(
@@ -484,9 +429,7 @@ impl<'a> Params<'a> {
             Ok(())
         } else {
             let want_tops = tops.map_or_else(|| "at least 1".to_string(), |n| n.to_string());
-            Err(self.err(format!(
-                "takes {bottoms} input and {want_tops} output blobs, the file gives {b} and {t}"
-            )))
+            Err(self.err(format!("takes {bottoms} input and {want_tops} output blobs, the file gives {b} and {t}")))
         }
     }
 }
@@ -495,11 +438,7 @@ impl<'a> Params<'a> {
 /// the `.bin` reader, in ncnn's order: weights (tagged), then bias (untagged f32).
 pub(crate) fn build(raw: &RawLayer, bin: &mut BinReader<'_>) -> Result<LayerKind, NcnnError> {
     let p = Params { raw };
-    let ctx = ReadCtx {
-        layer: &raw.name,
-        ty: &raw.ty,
-        what: "weights",
-    };
+    let ctx = ReadCtx { layer: &raw.name, ty: &raw.ty, what: "weights" };
     match raw.ty.as_str() {
         "Input" => {
             p.expect_blobs(0, Some(1))?;
@@ -507,20 +446,13 @@ pub(crate) fn build(raw: &RawLayer, bin: &mut BinReader<'_>) -> Result<LayerKind
             p.require_int(11, 0, 0, "depth")?;
             let dim = |id, what| {
                 let v = p.int(id, 0)?;
-                usize::try_from(v)
-                    .map_err(|_| p.err(format!("{what} (parameter {id}) must be >= 0, found {v}")))
+                usize::try_from(v).map_err(|_| p.err(format!("{what} (parameter {id}) must be >= 0, found {v}")))
             };
-            Ok(LayerKind::Input(Input {
-                w: dim(0, "w")?,
-                h: dim(1, "h")?,
-                c: dim(2, "c")?,
-            }))
+            Ok(LayerKind::Input(Input { w: dim(0, "w")?, h: dim(1, "h")?, c: dim(2, "c")? }))
         }
         "Convolution" => {
             p.expect_blobs(1, Some(1))?;
-            p.only(&[
-                0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19,
-            ])?;
+            p.only(&[0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19])?;
             p.require_int(8, 0, 0, "int8_scale_term")?;
             p.require_int(19, 0, 0, "dynamic_weight")?;
             let num_output = p.positive(0, 0, "num_output")?;
@@ -538,8 +470,7 @@ pub(crate) fn build(raw: &RawLayer, bin: &mut BinReader<'_>) -> Result<LayerKind
             let bias_term = p.bool01(5, "bias_term")?;
             let weight_data_size = p.positive(6, 0, "weight_data_size")?;
             let activation = p.activation()?;
-            let num_input =
-                p.num_input(weight_data_size, num_output, kernel_w.checked_mul(kernel_h))?;
+            let num_input = p.num_input(weight_data_size, num_output, kernel_w.checked_mul(kernel_h))?;
             let weight = bin.read_weights(weight_data_size, ctx)?;
             let bias = read_bias(bias_term, num_output, bin, ctx)?;
             Ok(LayerKind::Convolution(Convolution {
@@ -551,12 +482,7 @@ pub(crate) fn build(raw: &RawLayer, bin: &mut BinReader<'_>) -> Result<LayerKind
                 dilation_h,
                 stride_w,
                 stride_h,
-                pad: Pad {
-                    left,
-                    right,
-                    top,
-                    bottom,
-                },
+                pad: Pad { left, right, top, bottom },
                 pad_value,
                 bias_term,
                 weight_data_size,
@@ -567,9 +493,7 @@ pub(crate) fn build(raw: &RawLayer, bin: &mut BinReader<'_>) -> Result<LayerKind
         }
         "Deconvolution" => {
             p.expect_blobs(1, Some(1))?;
-            p.only(&[
-                0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 28,
-            ])?;
+            p.only(&[0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 28])?;
             p.require_int(28, 0, 0, "dynamic_weight")?;
             let output_pad_right = p.int(18, 0)?;
             p.require_int(18, 0, 0, "output_pad_right")?;
@@ -614,12 +538,7 @@ pub(crate) fn build(raw: &RawLayer, bin: &mut BinReader<'_>) -> Result<LayerKind
                 dilation_h,
                 stride_w,
                 stride_h,
-                pad: Pad {
-                    left,
-                    right,
-                    top,
-                    bottom,
-                },
+                pad: Pad { left, right, top, bottom },
                 bias_term,
                 weight_data_size,
                 activation,
@@ -670,9 +589,7 @@ pub(crate) fn build(raw: &RawLayer, bin: &mut BinReader<'_>) -> Result<LayerKind
             match p.int(0, 0)? {
                 0 => Ok(LayerKind::BinaryOp(BinaryOp::Add)),
                 2 => Ok(LayerKind::BinaryOp(BinaryOp::Mul)),
-                op => Err(p.err(format!(
-                    "op_type {op} is not supported (only 0 = add, 2 = mul)"
-                ))),
+                op => Err(p.err(format!("op_type {op} is not supported (only 0 = add, 2 = mul)"))),
             }
         }
         "Crop" => {
@@ -716,11 +633,7 @@ pub(crate) fn build(raw: &RawLayer, bin: &mut BinReader<'_>) -> Result<LayerKind
             } else if axes.len() == starts.len() {
                 axes.to_vec()
             } else {
-                return Err(p.err(format!(
-                    "crop gives {} axes for {} starts/ends",
-                    axes.len(),
-                    starts.len()
-                )));
+                return Err(p.err(format!("crop gives {} axes for {} starts/ends", axes.len(), starts.len())));
             };
             let mut slices: Vec<CropSlice> = Vec::new();
             for ((&axis, &start), &end) in axes.iter().zip(starts).zip(ends) {
@@ -729,9 +642,7 @@ pub(crate) fn build(raw: &RawLayer, bin: &mut BinReader<'_>) -> Result<LayerKind
                     1 | -2 => CropAxis::H,
                     2 | -1 => CropAxis::W,
                     _ => {
-                        return Err(p.err(format!(
-                            "crop axis {axis} is not an axis of a [C, H, W] blob"
-                        )));
+                        return Err(p.err(format!("crop axis {axis} is not an axis of a [C, H, W] blob")));
                     }
                 };
                 if slices.iter().any(|s| s.axis == axis) {
@@ -745,15 +656,9 @@ pub(crate) fn build(raw: &RawLayer, bin: &mut BinReader<'_>) -> Result<LayerKind
             p.expect_blobs(1, Some(1))?;
             p.only(&[0, 1])?;
             p.require_int(1, 0, 0, "mode")?;
-            Ok(LayerKind::PixelShuffle(PixelShuffle {
-                upscale_factor: p.positive(0, 1, "upscale_factor")?,
-            }))
+            Ok(LayerKind::PixelShuffle(PixelShuffle { upscale_factor: p.positive(0, 1, "upscale_factor")? }))
         }
-        _ => Err(NcnnError::UnknownLayerType {
-            line: raw.line,
-            layer: raw.name.clone(),
-            ty: raw.ty.clone(),
-        }),
+        _ => Err(NcnnError::UnknownLayerType { line: raw.line, layer: raw.name.clone(), ty: raw.ty.clone() }),
     }
 }
 
@@ -763,18 +668,7 @@ fn read_bias(
     bin: &mut BinReader<'_>,
     ctx: ReadCtx<'_>,
 ) -> Result<Option<Vec<f32>>, NcnnError> {
-    if bias_term {
-        bin.read_f32(
-            num_output,
-            ReadCtx {
-                what: "bias",
-                ..ctx
-            },
-        )
-        .map(Some)
-    } else {
-        Ok(None)
-    }
+    if bias_term { bin.read_f32(num_output, ReadCtx { what: "bias", ..ctx }).map(Some) } else { Ok(None) }
 }
 
 #[cfg(test)]
@@ -782,12 +676,7 @@ mod tests {
     use super::*;
 
     fn crop(slices: &[(CropAxis, i32, i32)]) -> Crop {
-        Crop {
-            slices: slices
-                .iter()
-                .map(|&(axis, start, end)| CropSlice { axis, start, end })
-                .collect(),
-        }
+        Crop { slices: slices.iter().map(|&(axis, start, end)| CropSlice { axis, start, end }).collect() }
     }
 
     #[test]
@@ -795,31 +684,13 @@ mod tests {
         let c = crop(&[(CropAxis::H, 4, -4), (CropAxis::W, 4, -4)]);
         assert_eq!(
             c.resolve_chw(64, 20, 30).unwrap(),
-            CropRoi {
-                c_offset: 0,
-                channels: 64,
-                h_offset: 4,
-                height: 12,
-                w_offset: 4,
-                width: 22
-            }
+            CropRoi { c_offset: 0, channels: 64, h_offset: 4, height: 12, w_offset: 4, width: 22 }
         );
         // -233 = open; end 0 = n (ncnn quirk); positive end past n clamps; negative start.
-        let c = crop(&[
-            (CropAxis::C, -233, 2),
-            (CropAxis::H, 1, 0),
-            (CropAxis::W, -5, 100),
-        ]);
+        let c = crop(&[(CropAxis::C, -233, 2), (CropAxis::H, 1, 0), (CropAxis::W, -5, 100)]);
         assert_eq!(
             c.resolve_chw(3, 10, 12).unwrap(),
-            CropRoi {
-                c_offset: 0,
-                channels: 2,
-                h_offset: 1,
-                height: 9,
-                w_offset: 7,
-                width: 5
-            }
+            CropRoi { c_offset: 0, channels: 2, h_offset: 1, height: 9, w_offset: 7, width: 5 }
         );
         let c = crop(&[(CropAxis::W, 1, -233)]);
         assert_eq!(c.resolve_chw(1, 1, 3).unwrap().width, 2);
@@ -828,15 +699,7 @@ mod tests {
     #[test]
     fn crop_out_of_range_is_an_error() {
         let c = crop(&[(CropAxis::H, 4, -4)]);
-        assert_eq!(
-            c.resolve_chw(3, 8, 8),
-            Err(CropRangeError {
-                axis: CropAxis::H,
-                start: 4,
-                end: -4,
-                size: 8
-            })
-        );
+        assert_eq!(c.resolve_chw(3, 8, 8), Err(CropRangeError { axis: CropAxis::H, start: 4, end: -4, size: 8 }));
         assert!(crop(&[(CropAxis::W, 9, 12)]).resolve_chw(3, 8, 8).is_err());
         assert!(crop(&[(CropAxis::W, -9, 2)]).resolve_chw(3, 8, 8).is_err());
         assert!(crop(&[(CropAxis::C, 0, 1)]).resolve_chw(0, 8, 8).is_err());

@@ -27,8 +27,8 @@ pub mod param;
 use std::path::{Path, PathBuf};
 
 pub use layer::{
-    Activation, BinaryOp, Convolution, Crop, CropAxis, CropRangeError, CropRoi, CropSlice,
-    Deconvolution, InnerProduct, Input, LayerKind, Pad, PixelShuffle, Pooling, SUPPORTED_TYPES,
+    Activation, BinaryOp, Convolution, Crop, CropAxis, CropRangeError, CropRoi, CropSlice, Deconvolution, InnerProduct,
+    Input, LayerKind, Pad, PixelShuffle, Pooling, SUPPORTED_TYPES,
 };
 pub use param::{ParamDict, ParamFile, ParamValue, RawLayer};
 
@@ -44,9 +44,7 @@ pub enum NcnnError {
         source: std::io::Error,
     },
 
-    #[error(
-        ".param line {line}: bad magic '{found}', expected 7767517 (not an ncnn text .param file)"
-    )]
+    #[error(".param line {line}: bad magic '{found}', expected 7767517 (not an ncnn text .param file)")]
     BadMagic { line: usize, found: String },
 
     #[error(".param line {line}: {msg}")]
@@ -62,48 +60,21 @@ pub enum NcnnError {
         ".param line {line}: layer '{layer}' has type '{ty}', which this loader does not support \
          (supported: Input, Convolution, Deconvolution, Split, Pooling, InnerProduct, BinaryOp, Crop, PixelShuffle)"
     )]
-    UnknownLayerType {
-        line: usize,
-        layer: String,
-        ty: String,
-    },
+    UnknownLayerType { line: usize, layer: String, ty: String },
 
     #[error(".param line {line}: layer '{layer}' ({ty}): {msg}")]
-    InvalidParam {
-        line: usize,
-        layer: String,
-        ty: String,
-        msg: String,
-    },
+    InvalidParam { line: usize, layer: String, ty: String, msg: String },
 
-    #[error(
-        ".param line {line}: layer '{layer}' ({ty}) reads blob '{blob}', which no earlier layer produces"
-    )]
-    BlobNotProduced {
-        line: usize,
-        layer: String,
-        ty: String,
-        blob: String,
-    },
+    #[error(".param line {line}: layer '{layer}' ({ty}) reads blob '{blob}', which no earlier layer produces")]
+    BlobNotProduced { line: usize, layer: String, ty: String, blob: String },
 
     #[error(
         ".param line {line}: layer '{layer}' ({ty}) produces blob '{blob}', already produced by layer '{first_layer}'"
     )]
-    DuplicateBlob {
-        line: usize,
-        layer: String,
-        ty: String,
-        blob: String,
-        first_layer: String,
-    },
+    DuplicateBlob { line: usize, layer: String, ty: String, blob: String, first_layer: String },
 
     #[error(".param line {line}: layer '{layer}' ({ty}): {msg}")]
-    Inconsistent {
-        line: usize,
-        layer: String,
-        ty: String,
-        msg: String,
-    },
+    Inconsistent { line: usize, layer: String, ty: String, msg: String },
 
     #[error(
         ".bin offset {offset}: truncated in the {what} of layer '{layer}' ({ty}): needs {needed} bytes, \
@@ -119,52 +90,22 @@ pub enum NcnnError {
         file_len: usize,
     },
 
-    #[error(
-        ".bin offset {offset}: unknown weight tag 0x{tag:08X} for the {what} of layer '{layer}' ({ty})"
-    )]
-    UnknownTag {
-        layer: String,
-        ty: String,
-        what: &'static str,
-        offset: usize,
-        tag: u32,
-    },
+    #[error(".bin offset {offset}: unknown weight tag 0x{tag:08X} for the {what} of layer '{layer}' ({ty})")]
+    UnknownTag { layer: String, ty: String, what: &'static str, offset: usize, tag: u32 },
 
     #[error(
         ".bin offset {offset}: weight tag 0x{tag:08X} ({format}) of the {what} of layer '{layer}' ({ty}) is not supported"
     )]
-    UnsupportedTag {
-        layer: String,
-        ty: String,
-        what: &'static str,
-        offset: usize,
-        tag: u32,
-        format: &'static str,
-    },
+    UnsupportedTag { layer: String, ty: String, what: &'static str, offset: usize, tag: u32, format: &'static str },
 
-    #[error(
-        ".bin offset {offset}: non-finite value {value} (element {index}) in the {what} of layer '{layer}' ({ty})"
-    )]
-    NonFinite {
-        layer: String,
-        ty: String,
-        what: &'static str,
-        offset: usize,
-        index: usize,
-        value: f32,
-    },
+    #[error(".bin offset {offset}: non-finite value {value} (element {index}) in the {what} of layer '{layer}' ({ty})")]
+    NonFinite { layer: String, ty: String, what: &'static str, offset: usize, index: usize, value: f32 },
 
     #[error(
         ".bin offset {offset}: {trailing} bytes left after the last weights (of layer '{layer}' ({ty})); \
          file is {file_len} bytes: the .bin does not belong to this .param"
     )]
-    Oversized {
-        layer: String,
-        ty: String,
-        offset: usize,
-        trailing: usize,
-        file_len: usize,
-    },
+    Oversized { layer: String, ty: String, offset: usize, trailing: usize, file_len: usize },
 }
 
 /// What is known about a blob's shape without an input image: the kind of tensor and its
@@ -212,16 +153,8 @@ pub struct NcnnModel {
 
 impl NcnnModel {
     /// Read and check a `.param` / `.bin` pair from disk.
-    pub fn load(
-        param_path: impl AsRef<Path>,
-        bin_path: impl AsRef<Path>,
-    ) -> Result<Self, NcnnError> {
-        let read = |p: &Path| {
-            std::fs::read(p).map_err(|source| NcnnError::Io {
-                path: p.to_path_buf(),
-                source,
-            })
-        };
+    pub fn load(param_path: impl AsRef<Path>, bin_path: impl AsRef<Path>) -> Result<Self, NcnnError> {
+        let read = |p: &Path| std::fs::read(p).map_err(|source| NcnnError::Io { path: p.to_path_buf(), source });
         let param = read(param_path.as_ref())?;
         let bin = read(bin_path.as_ref())?;
         Self::from_bytes(&param, &bin)
@@ -230,10 +163,7 @@ impl NcnnModel {
     /// Parse a `.param` file's bytes and its `.bin` file's bytes.
     pub fn from_bytes(param: &[u8], bin: &[u8]) -> Result<Self, NcnnError> {
         let text = std::str::from_utf8(param).map_err(|e| NcnnError::Syntax {
-            line: 1 + param[..e.valid_up_to()]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count(),
+            line: 1 + param[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count(),
             msg: "not valid UTF-8 text (a binary .param is not supported)".into(),
         })?;
         Self::from_param(&param::parse(text)?, bin)
@@ -251,13 +181,11 @@ impl NcnnModel {
             let ty = raw.ty.as_str();
             let mut bottoms = Vec::new();
             for name in &raw.bottoms {
-                let b = blobs.iter().position(|b| &b.name == name).ok_or_else(|| {
-                    NcnnError::BlobNotProduced {
-                        line: raw.line,
-                        layer: raw.name.clone(),
-                        ty: ty.to_string(),
-                        blob: name.clone(),
-                    }
+                let b = blobs.iter().position(|b| &b.name == name).ok_or_else(|| NcnnError::BlobNotProduced {
+                    line: raw.line,
+                    layer: raw.name.clone(),
+                    ty: ty.to_string(),
+                    blob: name.clone(),
                 })?;
                 bottoms.push(b);
             }
@@ -291,36 +219,18 @@ impl NcnnModel {
                         layer: raw.name.clone(),
                         ty: ty.to_string(),
                         blob: name.clone(),
-                        first_layer: layers
-                            .get(first.producer)
-                            .map_or_else(|| raw.name.clone(), |l| l.name.clone()),
+                        first_layer: layers.get(first.producer).map_or_else(|| raw.name.clone(), |l| l.name.clone()),
                     });
                 }
                 tops.push(blobs.len());
-                blobs.push(Blob {
-                    name: name.clone(),
-                    producer: index,
-                    consumers: Vec::new(),
-                    shape: out_shape,
-                });
+                blobs.push(Blob { name: name.clone(), producer: index, consumers: Vec::new(), shape: out_shape });
             }
-            layers.push(Layer {
-                name: raw.name.clone(),
-                line: raw.line,
-                bottoms,
-                tops,
-                kind,
-                bin_range,
-            });
+            layers.push(Layer { name: raw.name.clone(), line: raw.line, bottoms, tops, kind, bin_range });
         }
 
-        reader
-            .finish(last_weighted.map(|i| (layers[i].name.as_str(), layers[i].kind.type_name())))?;
+        reader.finish(last_weighted.map(|i| (layers[i].name.as_str(), layers[i].kind.type_name())))?;
         if blobs.len() != file.blob_count {
-            return Err(NcnnError::BlobCountMismatch {
-                declared: file.blob_count,
-                found: blobs.len(),
-            });
+            return Err(NcnnError::BlobCountMismatch { declared: file.blob_count, found: blobs.len() });
         }
         Ok(NcnnModel { layers, blobs })
     }
@@ -342,9 +252,7 @@ impl NcnnModel {
 
     /// Blobs written by `Input` layers (`in0` for Real-CUGAN).
     pub fn inputs(&self) -> impl Iterator<Item = &Blob> + '_ {
-        self.blobs
-            .iter()
-            .filter(|b| matches!(self.layers[b.producer].kind, LayerKind::Input(_)))
+        self.blobs.iter().filter(|b| matches!(self.layers[b.producer].kind, LayerKind::Input(_)))
     }
 }
 
@@ -352,42 +260,27 @@ impl NcnnModel {
 fn infer_shape(kind: &LayerKind, inputs: &[BlobShape]) -> Result<BlobShape, String> {
     use BlobShape::{Image, Vector};
     let check = |have: Option<usize>, want: usize, what: &str| match have {
-        Some(h) if h != want => Err(format!(
-            "{what}: the input has {h} channels, the weights expect {want}"
-        )),
+        Some(h) if h != want => Err(format!("{what}: the input has {h} channels, the weights expect {want}")),
         _ => Ok(()),
     };
     // The layer builders checked the input count; `inputs` has that many entries.
     Ok(match (kind, inputs) {
-        (LayerKind::Input(i), []) => Image {
-            channels: (i.c > 0).then_some(i.c),
-        },
+        (LayerKind::Input(i), []) => Image { channels: (i.c > 0).then_some(i.c) },
         (LayerKind::Convolution(c), [Image { channels }]) => {
             check(*channels, c.num_input, "convolution")?;
-            Image {
-                channels: Some(c.num_output),
-            }
+            Image { channels: Some(c.num_output) }
         }
         (LayerKind::Deconvolution(d), [Image { channels }]) => {
             check(*channels, d.num_input, "deconvolution")?;
-            Image {
-                channels: Some(d.num_output),
-            }
+            Image { channels: Some(d.num_output) }
         }
         (LayerKind::Split, [s]) => *s,
-        (LayerKind::Pooling(Pooling::GlobalAverage), [Image { channels }]) => {
-            Vector { len: *channels }
-        }
+        (LayerKind::Pooling(Pooling::GlobalAverage), [Image { channels }]) => Vector { len: *channels },
         (LayerKind::InnerProduct(ip), [Vector { len }]) => {
             if let Some(len) = len.filter(|&l| l != ip.num_input) {
-                return Err(format!(
-                    "the input vector has {len} values, the weights expect {}",
-                    ip.num_input
-                ));
+                return Err(format!("the input vector has {len} values, the weights expect {}", ip.num_input));
             }
-            Vector {
-                len: Some(ip.num_output),
-            }
+            Vector { len: Some(ip.num_output) }
         }
         (LayerKind::BinaryOp(_), [Image { channels: a }, Image { channels: b }]) => match (a, b) {
             (Some(a), Some(b)) if a != b => {
@@ -404,24 +297,17 @@ fn infer_shape(kind: &LayerKind, inputs: &[BlobShape]) -> Result<BlobShape, Stri
         // Per-channel broadcast: [C, H, W] op [C].
         (LayerKind::BinaryOp(_), [Image { channels }, Vector { len }]) => match (channels, len) {
             (Some(c), Some(l)) if c != l => {
-                return Err(format!(
-                    "per-channel operand has {l} values for {c} channels"
-                ));
+                return Err(format!("per-channel operand has {l} values for {c} channels"));
             }
-            _ => Image {
-                channels: channels.or(*len),
-            },
+            _ => Image { channels: channels.or(*len) },
         },
         (LayerKind::Crop(crop), [Image { channels }]) => {
             let mut channels = *channels;
             if let Some(s) = crop.slices.iter().find(|s| s.axis == CropAxis::C) {
                 channels = match channels {
-                    Some(c) => Some(
-                        Crop { slices: vec![*s] }
-                            .resolve_chw(c, 1, 1)
-                            .map_err(|e| e.to_string())?
-                            .channels,
-                    ),
+                    Some(c) => {
+                        Some(Crop { slices: vec![*s] }.resolve_chw(c, 1, 1).map_err(|e| e.to_string())?.channels)
+                    }
                     None => None,
                 };
             }
@@ -434,13 +320,9 @@ fn infer_shape(kind: &LayerKind, inputs: &[BlobShape]) -> Result<BlobShape, Stri
                 .ok_or_else(|| format!("upscale_factor {} is too large", ps.upscale_factor))?;
             match channels {
                 Some(c) if c % r2 != 0 => {
-                    return Err(format!(
-                        "{c} channels are not a multiple of upscale_factor^2 = {r2}"
-                    ));
+                    return Err(format!("{c} channels are not a multiple of upscale_factor^2 = {r2}"));
                 }
-                _ => Image {
-                    channels: channels.map(|c| c / r2),
-                },
+                _ => Image { channels: channels.map(|c| c / r2) },
             }
         }
         (kind, inputs) => {
@@ -451,10 +333,7 @@ fn infer_shape(kind: &LayerKind, inputs: &[BlobShape]) -> Result<BlobShape, Stri
                     Vector { .. } => "1-D",
                 })
                 .collect();
-            return Err(format!(
-                "{kind} does not take inputs of shape {}",
-                kinds.join(" and ")
-            ));
+            return Err(format!("{kind} does not take inputs of shape {}", kinds.join(" and ")));
         }
     })
 }

@@ -103,80 +103,46 @@ pub struct ParamFile {
 /// the blob graph and per-type parameters are checked by [`super::NcnnModel`].
 pub fn parse(text: &str) -> Result<ParamFile, NcnnError> {
     // Blank lines carry nothing (ncnn's fscanf skips whitespace, newlines included).
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty());
+    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())).filter(|(_, l)| !l.is_empty());
 
-    let (line, magic) = lines.next().ok_or(NcnnError::Syntax {
-        line: 1,
-        msg: "empty file, expected magic 7767517".into(),
-    })?;
+    let (line, magic) =
+        lines.next().ok_or(NcnnError::Syntax { line: 1, msg: "empty file, expected magic 7767517".into() })?;
     if magic.parse::<i64>() != Ok(MAGIC) {
-        return Err(NcnnError::BadMagic {
-            line,
-            found: magic.chars().take(40).collect(),
-        });
+        return Err(NcnnError::BadMagic { line, found: magic.chars().take(40).collect() });
     }
 
-    let (line, header) = lines.next().ok_or(NcnnError::Syntax {
-        line: line + 1,
-        msg: "missing 'layer_count blob_count' line".into(),
-    })?;
+    let (line, header) = lines
+        .next()
+        .ok_or(NcnnError::Syntax { line: line + 1, msg: "missing 'layer_count blob_count' line".into() })?;
     let counts: Vec<&str> = header.split_whitespace().collect();
     let parse_count = |s: &str, what: &str| {
-        s.parse::<usize>().map_err(|_| NcnnError::Syntax {
-            line,
-            msg: format!("{what} '{s}' is not a non-negative integer"),
-        })
+        s.parse::<usize>()
+            .map_err(|_| NcnnError::Syntax { line, msg: format!("{what} '{s}' is not a non-negative integer") })
     };
     if counts.len() != 2 {
-        return Err(NcnnError::Syntax {
-            line,
-            msg: format!("expected 'layer_count blob_count', found '{header}'"),
-        });
+        return Err(NcnnError::Syntax { line, msg: format!("expected 'layer_count blob_count', found '{header}'") });
     }
     let layer_count = parse_count(counts[0], "layer count")?;
     let blob_count = parse_count(counts[1], "blob count")?;
 
-    let layers = lines
-        .map(|(line, text)| parse_layer(line, text))
-        .collect::<Result<Vec<_>, _>>()?;
+    let layers = lines.map(|(line, text)| parse_layer(line, text)).collect::<Result<Vec<_>, _>>()?;
     if layers.len() != layer_count {
-        return Err(NcnnError::LayerCountMismatch {
-            declared: layer_count,
-            found: layers.len(),
-        });
+        return Err(NcnnError::LayerCountMismatch { declared: layer_count, found: layers.len() });
     }
-    Ok(ParamFile {
-        layer_count,
-        blob_count,
-        layers,
-    })
+    Ok(ParamFile { layer_count, blob_count, layers })
 }
 
 fn parse_layer(line: usize, text: &str) -> Result<RawLayer, NcnnError> {
     let mut tokens = text.split_whitespace();
     // split_whitespace on a non-empty trimmed line yields at least one token.
     let ty = tokens.next().unwrap_or_default().to_string();
-    let name = tokens.next().ok_or_else(|| NcnnError::Syntax {
-        line,
-        msg: format!("layer of type '{ty}' has no name"),
-    })?;
+    let name =
+        tokens.next().ok_or_else(|| NcnnError::Syntax { line, msg: format!("layer of type '{ty}' has no name") })?;
     let name = name.to_string();
-    let bad = |msg: String| NcnnError::InvalidParam {
-        line,
-        layer: name.clone(),
-        ty: ty.clone(),
-        msg,
-    };
+    let bad = |msg: String| NcnnError::InvalidParam { line, layer: name.clone(), ty: ty.clone(), msg };
     let mut count = |what: &str| -> Result<usize, NcnnError> {
-        let tok = tokens
-            .next()
-            .ok_or_else(|| bad(format!("missing {what}")))?;
-        tok.parse::<usize>()
-            .map_err(|_| bad(format!("{what} '{tok}' is not a non-negative integer")))
+        let tok = tokens.next().ok_or_else(|| bad(format!("missing {what}")))?;
+        tok.parse::<usize>().map_err(|_| bad(format!("{what} '{tok}' is not a non-negative integer")))
     };
     let n_bottom = count("input blob count")?;
     let n_top = count("output blob count")?;
@@ -184,13 +150,9 @@ fn parse_layer(line: usize, text: &str) -> Result<RawLayer, NcnnError> {
         // No capacity from the file's number: it is untrusted.
         let mut v = Vec::new();
         for i in 0..n {
-            let tok = tokens
-                .next()
-                .ok_or_else(|| bad(format!("declares {n} {what} blobs, found only {i}")))?;
+            let tok = tokens.next().ok_or_else(|| bad(format!("declares {n} {what} blobs, found only {i}")))?;
             if tok.contains('=') {
-                return Err(bad(format!(
-                    "declares {n} {what} blobs, found only {i} before parameter '{tok}'"
-                )));
+                return Err(bad(format!("declares {n} {what} blobs, found only {i} before parameter '{tok}'")));
             }
             v.push(tok.to_string());
         }
@@ -206,21 +168,12 @@ fn parse_layer(line: usize, text: &str) -> Result<RawLayer, NcnnError> {
             return Err(bad(format!("parameter {id} is set twice")));
         }
     }
-    Ok(RawLayer {
-        line,
-        ty,
-        name,
-        bottoms,
-        tops,
-        params,
-    })
+    Ok(RawLayer { line, ty, name, bottoms, tops, params })
 }
 
 fn parse_kv(tok: &str) -> Result<(u32, ParamValue), String> {
     let (key, value) = tok.split_once('=').ok_or("expected key=value")?;
-    let key: i64 = key
-        .parse()
-        .map_err(|_| format!("key '{key}' is not an integer"))?;
+    let key: i64 = key.parse().map_err(|_| format!("key '{key}' is not an integer"))?;
     let in_range = |id: i64| -> Result<u32, String> {
         u32::try_from(id)
             .ok()
@@ -231,9 +184,7 @@ fn parse_kv(tok: &str) -> Result<(u32, ParamValue), String> {
         let id = in_range(ARRAY_KEY_BASE - key)?;
         Ok((id, parse_array(value)?))
     } else if key < 0 {
-        Err(format!(
-            "negative key {key} is neither a parameter id nor an array key (<= -23300)"
-        ))
+        Err(format!("negative key {key} is neither a parameter id nor an array key (<= -23300)"))
     } else {
         Ok((in_range(key)?, parse_scalar(value)?))
     }
@@ -244,53 +195,32 @@ fn is_float_text(s: &str) -> bool {
 }
 
 fn parse_int(s: &str) -> Result<i32, String> {
-    s.parse::<i32>()
-        .map_err(|_| format!("'{s}' is not a 32-bit integer"))
+    s.parse::<i32>().map_err(|_| format!("'{s}' is not a 32-bit integer"))
 }
 
 fn parse_float(s: &str) -> Result<f32, String> {
     let v: f32 = s.parse().map_err(|_| format!("'{s}' is not a number"))?;
-    if v.is_finite() {
-        Ok(v)
-    } else {
-        Err(format!("'{s}' is not finite as a 32-bit float"))
-    }
+    if v.is_finite() { Ok(v) } else { Err(format!("'{s}' is not finite as a 32-bit float")) }
 }
 
 fn parse_scalar(s: &str) -> Result<ParamValue, String> {
-    if is_float_text(s) {
-        parse_float(s).map(ParamValue::Float)
-    } else {
-        parse_int(s).map(ParamValue::Int)
-    }
+    if is_float_text(s) { parse_float(s).map(ParamValue::Float) } else { parse_int(s).map(ParamValue::Int) }
 }
 
 fn parse_array(s: &str) -> Result<ParamValue, String> {
     let mut parts = s.split(',');
     let len_text = parts.next().unwrap_or_default();
-    let len: usize = len_text
-        .parse()
-        .map_err(|_| format!("array length '{len_text}' is not a non-negative integer"))?;
+    let len: usize =
+        len_text.parse().map_err(|_| format!("array length '{len_text}' is not a non-negative integer"))?;
     let items: Vec<&str> = parts.collect();
     if items.len() != len {
-        return Err(format!(
-            "array declares {len} elements, has {}",
-            items.len()
-        ));
+        return Err(format!("array declares {len} elements, has {}", items.len()));
     }
     let floats = items.iter().filter(|v| is_float_text(v)).count();
     if floats == 0 {
-        items
-            .iter()
-            .map(|v| parse_int(v))
-            .collect::<Result<_, _>>()
-            .map(ParamValue::IntArray)
+        items.iter().map(|v| parse_int(v)).collect::<Result<_, _>>().map(ParamValue::IntArray)
     } else if floats == items.len() {
-        items
-            .iter()
-            .map(|v| parse_float(v))
-            .collect::<Result<_, _>>()
-            .map(ParamValue::FloatArray)
+        items.iter().map(|v| parse_float(v)).collect::<Result<_, _>>().map(ParamValue::FloatArray)
     } else {
         Err("array mixes integers and floats".into())
     }
@@ -302,10 +232,8 @@ mod tests {
 
     #[test]
     fn scalars_and_arrays() {
-        let f = parse(
-            "7767517\n1 1\nConvolution c 0 1 out 0=32 1=3 -23310=1,1.000000e-01 -23309=2,4,-4 4=0.5\n",
-        )
-        .unwrap();
+        let f =
+            parse("7767517\n1 1\nConvolution c 0 1 out 0=32 1=3 -23310=1,1.000000e-01 -23309=2,4,-4 4=0.5\n").unwrap();
         let p = &f.layers[0].params;
         assert_eq!(p.get(0), Some(&ParamValue::Int(32)));
         assert_eq!(p.get(1), Some(&ParamValue::Int(3)));
@@ -321,10 +249,7 @@ mod tests {
     #[test]
     fn empty_array_and_blank_lines() {
         let f = parse("\n7767517\n\n1 1\n\nCrop c 0 1 x -23311=0\n\n").unwrap();
-        assert_eq!(
-            f.layers[0].params.get(11),
-            Some(&ParamValue::IntArray(vec![]))
-        );
+        assert_eq!(f.layers[0].params.get(11), Some(&ParamValue::IntArray(vec![])));
         assert_eq!(f.layers[0].line, 6);
     }
 
@@ -334,29 +259,14 @@ mod tests {
 
     #[test]
     fn magic_and_header_errors() {
-        assert!(matches!(
-            syntax_err("7767518\n0 0\n"),
-            NcnnError::BadMagic { line: 1, .. }
-        ));
+        assert!(matches!(syntax_err("7767518\n0 0\n"), NcnnError::BadMagic { line: 1, .. }));
         assert!(matches!(syntax_err(""), NcnnError::Syntax { line: 1, .. }));
-        assert!(matches!(
-            syntax_err("7767517\n"),
-            NcnnError::Syntax { line: 2, .. }
-        ));
-        assert!(matches!(
-            syntax_err("7767517\n1\n"),
-            NcnnError::Syntax { line: 2, .. }
-        ));
-        assert!(matches!(
-            syntax_err("7767517\n-1 2\n"),
-            NcnnError::Syntax { line: 2, .. }
-        ));
+        assert!(matches!(syntax_err("7767517\n"), NcnnError::Syntax { line: 2, .. }));
+        assert!(matches!(syntax_err("7767517\n1\n"), NcnnError::Syntax { line: 2, .. }));
+        assert!(matches!(syntax_err("7767517\n-1 2\n"), NcnnError::Syntax { line: 2, .. }));
         assert!(matches!(
             syntax_err("7767517\n2 1\nInput in0 0 1 in0\n"),
-            NcnnError::LayerCountMismatch {
-                declared: 2,
-                found: 1
-            }
+            NcnnError::LayerCountMismatch { declared: 2, found: 1 }
         ));
     }
 
@@ -382,21 +292,12 @@ mod tests {
         for case in cases {
             let text = format!("7767517\n2 3\nInput in 0 1 a\n{case}\n");
             match syntax_err(&text) {
-                NcnnError::InvalidParam {
-                    line, layer, ty, ..
-                } => {
-                    assert_eq!(
-                        (line, layer.as_str(), ty.as_str()),
-                        (4, "c0", "Convolution"),
-                        "{case}"
-                    );
+                NcnnError::InvalidParam { line, layer, ty, .. } => {
+                    assert_eq!((line, layer.as_str(), ty.as_str()), (4, "c0", "Convolution"), "{case}");
                 }
                 other => panic!("{case}: unexpected {other:?}"),
             }
         }
-        assert!(matches!(
-            syntax_err("7767517\n1 1\nConvolution\n"),
-            NcnnError::Syntax { line: 3, .. }
-        ));
+        assert!(matches!(syntax_err("7767517\n1 1\nConvolution\n"), NcnnError::Syntax { line: 3, .. }));
     }
 }

@@ -43,21 +43,13 @@ impl Synth {
     fn push(&mut self, layer: &'static str, what: &'static str, bytes: &[u8]) {
         let start = self.bin.len();
         self.bin.extend_from_slice(bytes);
-        self.sections.push(Section {
-            start,
-            end: self.bin.len(),
-            layer,
-            what,
-        });
+        self.sections.push(Section { start, end: self.bin.len(), layer, what });
     }
 
     fn tagged(&mut self, layer: &'static str, tag: u32, values: &[f32]) {
         self.push(layer, "weight tag", &tag.to_le_bytes());
         let mut bytes: Vec<u8> = if tag == TAG_FP16 {
-            values
-                .iter()
-                .flat_map(|&v| f16::from_f32(v).to_le_bytes())
-                .collect()
+            values.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect()
         } else {
             values.iter().flat_map(|v| v.to_le_bytes()).collect()
         };
@@ -71,11 +63,7 @@ impl Synth {
     }
 
     fn section_at(&self, offset: usize) -> Section {
-        *self
-            .sections
-            .iter()
-            .find(|s| s.start <= offset && offset < s.end)
-            .expect("offset inside the file")
+        *self.sections.iter().find(|s| s.start <= offset && offset < s.end).expect("offset inside the file")
     }
 }
 
@@ -90,27 +78,14 @@ fn up_weights_ncnn_order() -> Vec<f32> {
 }
 
 fn synth() -> Synth {
-    let mut s = Synth {
-        bin: Vec::new(),
-        sections: Vec::new(),
-    };
+    let mut s = Synth { bin: Vec::new(), sections: Vec::new() };
     s.tagged("conv0", TAG_FP16, &conv0_weights()); // 81 halves: 162 bytes + 2 padding
     s.bias("conv0", &[0.5, -0.25, 1.0]);
-    s.tagged(
-        "fc",
-        TAG_FP32,
-        &(0..9).map(|i| i as f32 * 0.1).collect::<Vec<_>>(),
-    );
+    s.tagged("fc", TAG_FP32, &(0..9).map(|i| i as f32 * 0.1).collect::<Vec<_>>());
     s.bias("fc", &[1.0, 2.0, 3.0]);
     s.tagged("up", TAG_FP32_RAW, &up_weights_ncnn_order());
     s.bias("up", &[-1.0, 0.0, 1.0]);
-    s.tagged(
-        "conv1",
-        TAG_FP16,
-        &[
-            1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0,
-        ],
-    );
+    s.tagged("conv1", TAG_FP16, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
     s
 }
 
@@ -129,22 +104,13 @@ fn err(param: &str, bin: &[u8]) -> NcnnError {
 fn edit_line(name: &str, f: impl Fn(&str) -> String) -> String {
     PARAM
         .lines()
-        .map(|l| {
-            if l.split_whitespace().nth(1) == Some(name) {
-                f(l)
-            } else {
-                l.to_string()
-            }
-        })
+        .map(|l| if l.split_whitespace().nth(1) == Some(name) { f(l) } else { l.to_string() })
         .map(|l| l + "\n")
         .collect()
 }
 
 fn line_of(name: &str) -> usize {
-    1 + PARAM
-        .lines()
-        .position(|l| l.split_whitespace().nth(1) == Some(name))
-        .expect("layer in PARAM")
+    1 + PARAM.lines().position(|l| l.split_whitespace().nth(1) == Some(name)).expect("layer in PARAM")
 }
 
 #[test]
@@ -171,100 +137,40 @@ fn synthetic_model_loads_with_types_weights_and_shapes() {
     let names: BTreeSet<&str> = SUPPORTED_TYPES.iter().copied().collect();
     assert_eq!(types.iter().copied().collect::<BTreeSet<_>>(), names);
 
-    let LayerKind::Convolution(c) = &m.layer("conv0").unwrap().kind else {
-        panic!("conv0 kind")
-    };
-    assert_eq!(
-        (
-            c.num_output,
-            c.num_input,
-            c.kernel_h,
-            c.kernel_w,
-            c.stride_h,
-            c.dilation_w
-        ),
-        (3, 3, 3, 3, 1, 1)
-    );
-    assert_eq!(
-        c.pad,
-        Pad {
-            left: 0,
-            right: 0,
-            top: 0,
-            bottom: 0
-        }
-    );
+    let LayerKind::Convolution(c) = &m.layer("conv0").unwrap().kind else { panic!("conv0 kind") };
+    assert_eq!((c.num_output, c.num_input, c.kernel_h, c.kernel_w, c.stride_h, c.dilation_w), (3, 3, 3, 3, 1, 1));
+    assert_eq!(c.pad, Pad { left: 0, right: 0, top: 0, bottom: 0 });
     assert_eq!(c.activation, Activation::LeakyRelu { slope: 0.1 });
     assert_eq!(c.weight, conv0_weights());
     assert_eq!(c.bias.as_deref(), Some(&[0.5, -0.25, 1.0][..]));
     assert!(c.bias_term);
 
-    let LayerKind::InnerProduct(fc) = &m.layer("fc").unwrap().kind else {
-        panic!("fc kind")
-    };
-    assert_eq!(
-        (fc.num_output, fc.num_input, fc.activation),
-        (3, 3, Activation::Sigmoid)
-    );
+    let LayerKind::InnerProduct(fc) = &m.layer("fc").unwrap().kind else { panic!("fc kind") };
+    assert_eq!((fc.num_output, fc.num_input, fc.activation), (3, 3, Activation::Sigmoid));
     assert_eq!(fc.weight[8], 0.8);
 
-    let LayerKind::Deconvolution(d) = &m.layer("up").unwrap().kind else {
-        panic!("up kind")
-    };
-    assert_eq!(
-        (d.num_output, d.num_input, d.kernel_w, d.stride_w, d.pad.top),
-        (3, 3, 4, 2, 3)
-    );
+    let LayerKind::Deconvolution(d) = &m.layer("up").unwrap().kind else { panic!("up kind") };
+    assert_eq!((d.num_output, d.num_input, d.kernel_w, d.stride_w, d.pad.top), (3, 3, 4, 2, 3));
     assert_eq!(d.activation, Activation::LeakyRelu { slope: 0.2 });
     // IOHW: weight[i][o][k] holds what ncnn stores at [o][i][k].
     for i in 0..3 {
         for o in 0..3 {
             for k in 0..16 {
-                assert_eq!(
-                    d.weight[(i * 3 + o) * 16 + k],
-                    ((o * 3 + i) * 16 + k) as f32
-                );
+                assert_eq!(d.weight[(i * 3 + o) * 16 + k], ((o * 3 + i) * 16 + k) as f32);
             }
         }
     }
 
-    let LayerKind::Crop(crop) = &m.layer("crop").unwrap().kind else {
-        panic!("crop kind")
-    };
+    let LayerKind::Crop(crop) = &m.layer("crop").unwrap().kind else { panic!("crop kind") };
     assert_eq!(
         crop.slices,
-        [
-            CropSlice {
-                axis: CropAxis::H,
-                start: 1,
-                end: -1
-            },
-            CropSlice {
-                axis: CropAxis::W,
-                start: 1,
-                end: -1
-            }
-        ]
+        [CropSlice { axis: CropAxis::H, start: 1, end: -1 }, CropSlice { axis: CropAxis::W, start: 1, end: -1 }]
     );
-    assert_eq!(
-        m.layer("ps").unwrap().kind,
-        LayerKind::PixelShuffle(PixelShuffle { upscale_factor: 2 })
-    );
-    assert_eq!(
-        m.layer("gap").unwrap().kind,
-        LayerKind::Pooling(Pooling::GlobalAverage)
-    );
-    assert_eq!(
-        m.layer("mul").unwrap().kind,
-        LayerKind::BinaryOp(BinaryOp::Mul)
-    );
-    let LayerKind::Convolution(c1) = &m.layer("conv1").unwrap().kind else {
-        panic!("conv1 kind")
-    };
-    assert_eq!(
-        (c1.bias.is_none(), c1.bias_term, c1.activation),
-        (true, false, Activation::None)
-    );
+    assert_eq!(m.layer("ps").unwrap().kind, LayerKind::PixelShuffle(PixelShuffle { upscale_factor: 2 }));
+    assert_eq!(m.layer("gap").unwrap().kind, LayerKind::Pooling(Pooling::GlobalAverage));
+    assert_eq!(m.layer("mul").unwrap().kind, LayerKind::BinaryOp(BinaryOp::Mul));
+    let LayerKind::Convolution(c1) = &m.layer("conv1").unwrap().kind else { panic!("conv1 kind") };
+    assert_eq!((c1.bias.is_none(), c1.bias_term, c1.activation), (true, false, Activation::None));
 
     // Graph: names, producers, consumers, shapes.
     let shape = |n: &str| m.blobs[m.blob_index(n).unwrap()].shape;
@@ -276,23 +182,12 @@ fn synthetic_model_loads_with_types_weights_and_shapes() {
     let c0 = &m.blobs[m.blob_index("c0").unwrap()];
     assert_eq!((c0.producer, c0.consumers.as_slice()), (1, &[2][..]));
     assert_eq!(m.layers[2].tops.len(), 3);
-    assert_eq!(
-        m.outputs().map(|b| b.name.as_str()).collect::<Vec<_>>(),
-        ["out0"]
-    );
-    assert_eq!(
-        m.inputs().map(|b| b.name.as_str()).collect::<Vec<_>>(),
-        ["in0"]
-    );
+    assert_eq!(m.outputs().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["out0"]);
+    assert_eq!(m.inputs().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["in0"]);
     assert_eq!(m.layer("split0").unwrap().line, 5);
 
     // The weight ranges tile the file in layer order.
-    let ranges: Vec<_> = m
-        .layers
-        .iter()
-        .map(|l| l.bin_range.clone())
-        .filter(|r| !r.is_empty())
-        .collect();
+    let ranges: Vec<_> = m.layers.iter().map(|l| l.bin_range.clone()).filter(|r| !r.is_empty()).collect();
     assert_eq!(ranges.first().unwrap().start, 0);
     assert_eq!(ranges.last().unwrap().end, s.bin.len());
     assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
@@ -305,20 +200,8 @@ fn every_truncation_names_the_layer_and_offset() {
     for cut in 0..s.bin.len() {
         let want = s.section_at(cut);
         match err(PARAM, &s.bin[..cut]) {
-            NcnnError::Truncated {
-                layer,
-                what,
-                offset,
-                available,
-                needed,
-                file_len,
-                ..
-            } => {
-                assert_eq!(
-                    (layer.as_str(), what, offset),
-                    (want.layer, want.what, want.start),
-                    "cut at {cut}"
-                );
+            NcnnError::Truncated { layer, what, offset, available, needed, file_len, .. } => {
+                assert_eq!((layer.as_str(), what, offset), (want.layer, want.what, want.start), "cut at {cut}");
                 assert_eq!(available, cut - want.start, "cut at {cut}");
                 assert_eq!(needed, want.end - want.start, "cut at {cut}");
                 assert_eq!(file_len, cut);
@@ -332,30 +215,13 @@ fn every_truncation_names_the_layer_and_offset() {
 fn wrong_tags_name_the_layer_and_offset() {
     let s = synth();
     for tag_section in s.sections.iter().filter(|x| x.what == "weight tag") {
-        for (bad, unsupported) in [
-            (0x1234_5678u32, false),
-            (TAG_INT8, true),
-            (0x0130_6B48, false),
-        ] {
+        for (bad, unsupported) in [(0x1234_5678u32, false), (TAG_INT8, true), (0x0130_6B48, false)] {
             let mut bin = s.bin.clone();
             bin[tag_section.start..tag_section.start + 4].copy_from_slice(&bad.to_le_bytes());
             match (err(PARAM, &bin), unsupported) {
-                (
-                    NcnnError::UnknownTag {
-                        layer, offset, tag, ..
-                    },
-                    false,
-                )
-                | (
-                    NcnnError::UnsupportedTag {
-                        layer, offset, tag, ..
-                    },
-                    true,
-                ) => {
-                    assert_eq!(
-                        (layer.as_str(), offset, tag),
-                        (tag_section.layer, tag_section.start, bad)
-                    );
+                (NcnnError::UnknownTag { layer, offset, tag, .. }, false)
+                | (NcnnError::UnsupportedTag { layer, offset, tag, .. }, true) => {
+                    assert_eq!((layer.as_str(), offset, tag), (tag_section.layer, tag_section.start, bad));
                 }
                 (other, _) => panic!("tag {bad:#x} at {}: unexpected {other}", tag_section.start),
             }
@@ -370,13 +236,7 @@ fn trailing_bytes_are_oversized() {
         let mut bin = s.bin.clone();
         bin.resize(bin.len() + extra, 0);
         match err(PARAM, &bin) {
-            NcnnError::Oversized {
-                layer,
-                ty,
-                offset,
-                trailing,
-                file_len,
-            } => {
+            NcnnError::Oversized { layer, ty, offset, trailing, file_len } => {
                 assert_eq!(
                     (layer.as_str(), ty.as_str(), offset, trailing, file_len),
                     ("conv1", "Convolution", s.bin.len(), extra, bin.len())
@@ -388,14 +248,7 @@ fn trailing_bytes_are_oversized() {
     // A model without weights and a non-empty .bin.
     let param = "7767517\n2 2\nInput in0 0 1 in0\nSplit sp 1 1 in0 out0\n";
     assert!(load(param, &[]).is_ok());
-    assert!(matches!(
-        err(param, &[0; 4]),
-        NcnnError::Oversized {
-            offset: 0,
-            trailing: 4,
-            ..
-        }
-    ));
+    assert!(matches!(err(param, &[0; 4]), NcnnError::Oversized { offset: 0, trailing: 4, .. }));
 }
 
 #[test]
@@ -405,36 +258,19 @@ fn non_finite_weights_are_located() {
     // conv0 element 5 (fp16 data starts after the 4-byte tag) -> NaN
     bin[4 + 10..4 + 12].copy_from_slice(&f16::NAN.to_le_bytes());
     match err(PARAM, &bin) {
-        NcnnError::NonFinite {
-            layer,
-            what,
-            offset,
-            index,
-            ..
-        } => assert_eq!(
-            (layer.as_str(), what, offset, index),
-            ("conv0", "weights", 14, 5)
-        ),
+        NcnnError::NonFinite { layer, what, offset, index, .. } => {
+            assert_eq!((layer.as_str(), what, offset, index), ("conv0", "weights", 14, 5))
+        }
         other => panic!("unexpected {other}"),
     }
     // The fc bias (untagged f32): second value -> +inf.
-    let bias = s
-        .sections
-        .iter()
-        .find(|x| x.layer == "fc" && x.what == "bias")
-        .unwrap();
+    let bias = s.sections.iter().find(|x| x.layer == "fc" && x.what == "bias").unwrap();
     let mut bin = s.bin.clone();
     bin[bias.start + 4..bias.start + 8].copy_from_slice(&f32::INFINITY.to_le_bytes());
     match err(PARAM, &bin) {
-        NcnnError::NonFinite {
-            layer,
-            what,
-            offset,
-            ..
-        } => assert_eq!(
-            (layer.as_str(), what, offset),
-            ("fc", "bias", bias.start + 4)
-        ),
+        NcnnError::NonFinite { layer, what, offset, .. } => {
+            assert_eq!((layer.as_str(), what, offset), ("fc", "bias", bias.start + 4))
+        }
         other => panic!("unexpected {other}"),
     }
 }
@@ -446,10 +282,7 @@ fn unknown_layer_types_are_rejected_by_name_and_line() {
         let param = edit_line("ps", |l| l.replacen("PixelShuffle", ty, 1));
         match err(&param, &s.bin) {
             NcnnError::UnknownLayerType { line, layer, ty: t } => {
-                assert_eq!(
-                    (line, layer.as_str(), t.as_str()),
-                    (line_of("ps"), "ps", ty)
-                );
+                assert_eq!((line, layer.as_str(), t.as_str()), (line_of("ps"), "ps", ty));
             }
             other => panic!("{ty}: unexpected {other}"),
         }
@@ -466,29 +299,15 @@ fn blob_graph_errors() {
     let crop_line = moved.remove(crop);
     moved.insert(split, crop_line);
     match err(&moved.join("\n"), &s.bin) {
-        NcnnError::BlobNotProduced {
-            line,
-            layer,
-            ty,
-            blob,
-        } => {
-            assert_eq!(
-                (line, layer.as_str(), ty.as_str(), blob.as_str()),
-                (split + 1, "crop", "Crop", "s2")
-            );
+        NcnnError::BlobNotProduced { line, layer, ty, blob } => {
+            assert_eq!((line, layer.as_str(), ty.as_str(), blob.as_str()), (split + 1, "crop", "Crop", "s2"));
         }
         other => panic!("unexpected {other}"),
     }
     let param = edit_line("conv1", |l| l.replace(" a0 c1 ", " a0 k0 ").to_string());
     let param = param.replace("c1 out0", "k0 out0");
     match err(&param, &s.bin) {
-        NcnnError::DuplicateBlob {
-            line,
-            layer,
-            blob,
-            first_layer,
-            ..
-        } => assert_eq!(
+        NcnnError::DuplicateBlob { line, layer, blob, first_layer, .. } => assert_eq!(
             (line, layer.as_str(), blob.as_str(), first_layer.as_str()),
             (line_of("conv1"), "conv1", "k0", "crop")
         ),
@@ -496,17 +315,11 @@ fn blob_graph_errors() {
     }
     assert!(matches!(
         err(&PARAM.replace("11 13", "11 12"), &s.bin),
-        NcnnError::BlobCountMismatch {
-            declared: 12,
-            found: 13
-        }
+        NcnnError::BlobCountMismatch { declared: 12, found: 13 }
     ));
     assert!(matches!(
         err(&PARAM.replace("11 13", "12 13"), &s.bin),
-        NcnnError::LayerCountMismatch {
-            declared: 12,
-            found: 11
-        }
+        NcnnError::LayerCountMismatch { declared: 12, found: 11 }
     ));
 }
 
@@ -616,15 +429,11 @@ fn shape_inconsistencies_name_the_layer() {
         other => panic!("unexpected {other}"),
     }
     // 3 channels cannot be pixel-shuffled by 2
-    let param = "7767517\n3 3\nInput in0 0 1 in0\nConvolution conv 1 1 in0 c 0=3 1=1 6=9\nPixelShuffle ps 1 1 c out0 0=2\n";
+    let param =
+        "7767517\n3 3\nInput in0 0 1 in0\nConvolution conv 1 1 in0 c 0=3 1=1 6=9\nPixelShuffle ps 1 1 c out0 0=2\n";
     match err(param, &f32_tagged(9)) {
-        NcnnError::Inconsistent {
-            line, layer, ty, ..
-        } => {
-            assert_eq!(
-                (line, layer.as_str(), ty.as_str()),
-                (5, "ps", "PixelShuffle")
-            );
+        NcnnError::Inconsistent { line, layer, ty, .. } => {
+            assert_eq!((line, layer.as_str(), ty.as_str()), (5, "ps", "PixelShuffle"));
         }
         other => panic!("unexpected {other}"),
     }
@@ -661,26 +470,17 @@ fn shape_inconsistencies_name_the_layer() {
 #[test]
 fn file_level_errors() {
     let s = synth();
-    assert!(matches!(
-        err(&PARAM.replacen("7767517", "7767516", 1), &s.bin),
-        NcnnError::BadMagic { line: 1, .. }
-    ));
+    assert!(matches!(err(&PARAM.replacen("7767517", "7767516", 1), &s.bin), NcnnError::BadMagic { line: 1, .. }));
     let mut bytes = PARAM.as_bytes().to_vec();
     bytes[PARAM.find("Split").unwrap()] = 0xFF;
-    assert!(matches!(
-        NcnnModel::from_bytes(&bytes, &s.bin),
-        Err(NcnnError::Syntax { line: 5, .. })
-    ));
+    assert!(matches!(NcnnModel::from_bytes(&bytes, &s.bin), Err(NcnnError::Syntax { line: 5, .. })));
     match NcnnModel::load("/nonexistent/x.param", "/nonexistent/x.bin") {
         Err(e @ NcnnError::Io { .. }) => assert!(e.to_string().contains("/nonexistent/x.param")),
         other => panic!("unexpected {other:?}"),
     }
     // Messages carry the locations.
     let e = err(&PARAM.replace("6=81", "6=80"), &s.bin).to_string();
-    assert!(
-        e.contains("line 4") && e.contains("conv0") && e.contains("Convolution"),
-        "{e}"
-    );
+    assert!(e.contains("line 4") && e.contains("conv0") && e.contains("Convolution"), "{e}");
     let e = err(PARAM, &s.bin[..100]).to_string();
     assert!(e.contains("offset 4") && e.contains("conv0"), "{e}");
 }
@@ -711,9 +511,7 @@ const VARIANTS: [&str; 18] = [
 ];
 
 fn models_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("models")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("models")
 }
 
 /// The loaded real models, or None (with the reason printed) when they were not fetched.
@@ -731,9 +529,8 @@ fn real_models() -> Option<Vec<(&'static str, NcnnModel)>> {
         .map(|v| {
             let p = dir.join(format!("{v}.param"));
             let b = dir.join(format!("{v}.bin"));
-            let m = NcnnModel::load(&p, &b).unwrap_or_else(|e| {
-                panic!("{v}: {e} (models/ is incomplete? rerun scripts/fetch-models.sh --force)")
-            });
+            let m = NcnnModel::load(&p, &b)
+                .unwrap_or_else(|e| panic!("{v}: {e} (models/ is incomplete? rerun scripts/fetch-models.sh --force)"));
             (*v, m)
         })
         .collect();
@@ -753,23 +550,16 @@ fn real_models_parse_with_the_expected_structure() {
     let Some(models) = real_models() else { return };
     let mut all_types = BTreeSet::new();
     for (variant, m) in &models {
-        let scale: usize = variant[variant.find("up").unwrap() + 2..][..1]
-            .parse()
-            .unwrap();
+        let scale: usize = variant[variant.find("up").unwrap() + 2..][..1].parse().unwrap();
         let nose = variant.starts_with("models-nose");
         let types = count_types(m);
         all_types.extend(types.keys().copied());
         let expected: BTreeMap<&str, usize> = match (nose, scale) {
-            (true, _) => [
-                ("Input", 1),
-                ("Convolution", 18),
-                ("Split", 4),
-                ("Crop", 4),
-                ("Deconvolution", 4),
-                ("BinaryOp", 4),
-            ]
-            .into_iter()
-            .collect(),
+            (true, _) => {
+                [("Input", 1), ("Convolution", 18), ("Split", 4), ("Crop", 4), ("Deconvolution", 4), ("BinaryOp", 4)]
+                    .into_iter()
+                    .collect()
+            }
             (false, 4) => [
                 ("Input", 1),
                 ("Convolution", 19),
@@ -798,19 +588,11 @@ fn real_models_parse_with_the_expected_structure() {
         };
         assert_eq!(types, expected, "{variant}");
 
-        assert_eq!(
-            m.inputs().map(|b| b.name.as_str()).collect::<Vec<_>>(),
-            ["in0"],
-            "{variant}"
-        );
+        assert_eq!(m.inputs().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["in0"], "{variant}");
         let outs: Vec<_> = m.outputs().collect();
         assert_eq!(outs.len(), 1, "{variant}");
         assert_eq!(outs[0].name, "out0", "{variant}");
-        assert_eq!(
-            outs[0].shape,
-            BlobShape::Image { channels: Some(3) },
-            "{variant}"
-        );
+        assert_eq!(outs[0].shape, BlobShape::Image { channels: Some(3) }, "{variant}");
 
         // The upsampling deconvolution of UNet1: 4x4 s2 p3 (2x, 4x) or 5x5 s3 p2 (3x).
         let deconvs: Vec<&Deconvolution> = m
@@ -825,91 +607,44 @@ fn real_models_parse_with_the_expected_structure() {
         let up: Vec<_> = deconvs.iter().filter(|d| d.kernel_w == k).collect();
         assert_eq!(up.len(), 1, "{variant}");
         assert_eq!(
-            (
-                up[0].kernel_h,
-                up[0].stride_w,
-                up[0].stride_h,
-                up[0].pad,
-                up[0].activation
-            ),
-            (
-                k,
-                s,
-                s,
-                Pad {
-                    left: p,
-                    right: p,
-                    top: p,
-                    bottom: p
-                },
-                Activation::None
-            ),
+            (up[0].kernel_h, up[0].stride_w, up[0].stride_h, up[0].pad, up[0].activation),
+            (k, s, s, Pad { left: p, right: p, top: p, bottom: p }, Activation::None),
             "{variant}"
         );
-        assert_eq!(
-            up[0].num_output,
-            if scale == 4 { 64 } else { 3 },
-            "{variant}"
-        );
+        assert_eq!(up[0].num_output, if scale == 4 { 64 } else { 3 }, "{variant}");
         for d in deconvs.iter().filter(|d| d.kernel_w != k) {
             assert_eq!((d.kernel_w, d.stride_w, d.pad.left), (2, 2, 0), "{variant}");
-            assert_eq!(
-                d.activation,
-                Activation::LeakyRelu { slope: 0.1 },
-                "{variant}"
-            );
+            assert_eq!(d.activation, Activation::LeakyRelu { slope: 0.1 }, "{variant}");
         }
 
         for l in &m.layers {
             match &l.kind {
                 LayerKind::Convolution(c) => {
                     assert!(
-                        [Activation::None, Activation::LeakyRelu { slope: 0.1 }]
-                            .contains(&c.activation),
+                        [Activation::None, Activation::LeakyRelu { slope: 0.1 }].contains(&c.activation),
                         "{variant} {}",
                         l.name
                     );
-                    assert!(
-                        c.bias.is_some() && c.pad.left == 0 && c.dilation_w == 1,
-                        "{variant} {}",
-                        l.name
-                    );
+                    assert!(c.bias.is_some() && c.pad.left == 0 && c.dilation_w == 1, "{variant} {}", l.name);
                     assert!(c.weight.iter().all(|w| w.is_finite()));
                 }
                 LayerKind::InnerProduct(ip) => {
-                    let want = if l.name.starts_with("convsigmoid") {
-                        Activation::Sigmoid
-                    } else {
-                        Activation::Relu
-                    };
+                    let want = if l.name.starts_with("convsigmoid") { Activation::Sigmoid } else { Activation::Relu };
                     assert_eq!(ip.activation, want, "{variant} {}", l.name);
                 }
                 LayerKind::PixelShuffle(ps) => assert_eq!(ps.upscale_factor, 2, "{variant}"),
                 LayerKind::Crop(c) => {
-                    assert!(
-                        c.slices
-                            .iter()
-                            .all(|s| s.axis != CropAxis::C && s.start > 0 && s.end == -s.start)
-                    );
+                    assert!(c.slices.iter().all(|s| s.axis != CropAxis::C && s.start > 0 && s.end == -s.start));
                 }
                 _ => {}
             }
         }
         // The first convolution reads RGB.
-        let LayerKind::Convolution(c0) = &m.layers[1].kind else {
-            panic!("{variant}: layer 1 is not a convolution")
-        };
-        assert_eq!(
-            (c0.num_input, c0.num_output, c0.kernel_w),
-            (3, 32, 3),
-            "{variant}"
-        );
+        let LayerKind::Convolution(c0) = &m.layers[1].kind else { panic!("{variant}: layer 1 is not a convolution") };
+        assert_eq!((c0.num_input, c0.num_output, c0.kernel_w), (3, 32, 3), "{variant}");
     }
     let supported: BTreeSet<&str> = SUPPORTED_TYPES.iter().copied().collect();
-    assert_eq!(
-        all_types, supported,
-        "the real files use exactly the supported types"
-    );
+    assert_eq!(all_types, supported, "the real files use exactly the supported types");
 }
 
 #[test]
@@ -923,23 +658,12 @@ fn real_model_weights_match_the_raw_file() {
             if l.bin_range.is_empty() {
                 continue;
             }
-            assert_eq!(
-                l.bin_range.start, end,
-                "{variant} {}: ranges are contiguous",
-                l.name
-            );
+            assert_eq!(l.bin_range.start, end, "{variant} {}: ranges are contiguous", l.name);
             end = l.bin_range.end;
             // Every Real-CUGAN weight blob is fp16-tagged; decode it independently here.
             let r = l.bin_range.clone();
-            assert_eq!(
-                &bin[r.start..r.start + 4],
-                &TAG_FP16.to_le_bytes(),
-                "{variant} {}",
-                l.name
-            );
-            let half_at = |i: usize| {
-                f16::from_le_bytes([bin[r.start + 4 + 2 * i], bin[r.start + 5 + 2 * i]]).to_f32()
-            };
+            assert_eq!(&bin[r.start..r.start + 4], &TAG_FP16.to_le_bytes(), "{variant} {}", l.name);
+            let half_at = |i: usize| f16::from_le_bytes([bin[r.start + 4 + 2 * i], bin[r.start + 5 + 2 * i]]).to_f32();
             match &l.kind {
                 LayerKind::Convolution(c) => {
                     for i in [0, c.weight.len() / 2, c.weight.len() - 1] {
@@ -968,33 +692,16 @@ fn real_model_weights_match_the_raw_file() {
                 _ => panic!("{variant} {}: unexpected weights", l.name),
             }
         }
-        assert_eq!(
-            end,
-            bin.len(),
-            "{variant}: the weights cover the whole .bin"
-        );
+        assert_eq!(end, bin.len(), "{variant}: the weights cover the whole .bin");
     }
     // Spot values of se/up2x-no-denoise, decoded with numpy (float16 -> float32).
-    let (_, m) = models
-        .iter()
-        .find(|(v, _)| *v == "models-se/up2x-no-denoise")
-        .unwrap();
-    let LayerKind::Convolution(c) = &m.layer("convrelu_0").unwrap().kind else {
-        panic!("convrelu_0")
-    };
-    assert_eq!(
-        (c.weight[0], c.weight[1], c.weight[863]),
-        (-0.042663574, 0.2770996, -0.011802673)
-    );
+    let (_, m) = models.iter().find(|(v, _)| *v == "models-se/up2x-no-denoise").unwrap();
+    let LayerKind::Convolution(c) = &m.layer("convrelu_0").unwrap().kind else { panic!("convrelu_0") };
+    assert_eq!((c.weight[0], c.weight[1], c.weight[863]), (-0.042663574, 0.2770996, -0.011802673));
     let bias = c.bias.as_ref().unwrap();
     assert_eq!((bias[0], bias[31]), (0.0009393692, 0.02420044));
-    let LayerKind::Convolution(last) = &m.layer("conv_46").unwrap().kind else {
-        panic!("conv_46")
-    };
-    assert_eq!(
-        last.bias.as_deref(),
-        Some(&[0.41333008f32, 0.31347656, 0.3322754][..])
-    );
+    let LayerKind::Convolution(last) = &m.layer("conv_46").unwrap().kind else { panic!("conv_46") };
+    assert_eq!(last.bias.as_deref(), Some(&[0.41333008f32, 0.31347656, 0.3322754][..]));
 }
 
 #[test]
@@ -1013,10 +720,7 @@ fn real_model_truncations_and_extensions_fail_cleanly() {
                 match NcnnModel::from_bytes(&param, &bin[..cut]) {
                     Err(NcnnError::Truncated { layer, offset, .. }) => {
                         assert_eq!(layer, l.name, "{variant} cut {cut}");
-                        assert!(
-                            l.bin_range.contains(&offset),
-                            "{variant} cut {cut}: offset {offset}"
-                        );
+                        assert!(l.bin_range.contains(&offset), "{variant} cut {cut}: offset {offset}");
                     }
                     other => panic!("{variant} cut {cut}: unexpected {other:?}"),
                 }
@@ -1024,24 +728,10 @@ fn real_model_truncations_and_extensions_fail_cleanly() {
         }
         let mut longer = bin.clone();
         longer.extend_from_slice(&[0; 8]);
-        let last = m
-            .layers
-            .iter()
-            .rev()
-            .find(|l| !l.bin_range.is_empty())
-            .unwrap();
+        let last = m.layers.iter().rev().find(|l| !l.bin_range.is_empty()).unwrap();
         match NcnnModel::from_bytes(&param, &longer) {
-            Err(NcnnError::Oversized {
-                layer,
-                offset,
-                trailing,
-                ..
-            }) => {
-                assert_eq!(
-                    (layer.as_str(), offset, trailing),
-                    (last.name.as_str(), bin.len(), 8),
-                    "{variant}"
-                );
+            Err(NcnnError::Oversized { layer, offset, trailing, .. }) => {
+                assert_eq!((layer.as_str(), offset, trailing), (last.name.as_str(), bin.len(), 8), "{variant}");
             }
             other => panic!("{variant}: unexpected {other:?}"),
         }

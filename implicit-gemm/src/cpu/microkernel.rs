@@ -23,9 +23,7 @@ impl MicroKernel {
     pub fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
                 return MicroKernel::Avx2Fma;
             }
         }
@@ -38,8 +36,7 @@ impl MicroKernel {
             MicroKernel::Portable => true,
             #[cfg(target_arch = "x86_64")]
             MicroKernel::Avx2Fma => {
-                std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
+                std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
             }
             #[cfg(not(target_arch = "x86_64"))]
             MicroKernel::Avx2Fma => false,
@@ -52,15 +49,7 @@ impl MicroKernel {
     /// `a` must hold `kc·MR` floats, `b` `kc·NR` floats, and `c` must address a 6×16 tile
     /// with row stride `ldc` that no other thread touches; the kernel must be supported.
     #[inline]
-    pub unsafe fn run(
-        self,
-        kc: usize,
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
+    pub unsafe fn run(self, kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
         match self {
             #[cfg(target_arch = "x86_64")]
             MicroKernel::Avx2Fma => unsafe { avx2::kernel_6x16(kc, a, b, c, ldc, accumulate) },
@@ -71,14 +60,7 @@ impl MicroKernel {
     }
 }
 
-unsafe fn portable_6x16(
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
-) {
+unsafe fn portable_6x16(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, accumulate: bool) {
     let a = unsafe { std::slice::from_raw_parts(a, kc * MR) };
     let b = unsafe { std::slice::from_raw_parts(b, kc * NR) };
     let mut acc = [[0f32; NR]; MR];
@@ -249,7 +231,16 @@ mod speed {
         for _ in 0..reps {
             for jr in 0..16 {
                 for ir in 0..24 {
-                    unsafe { k.run(kc, a[ir * kc * MR..].as_ptr(), b[jr * kc * NR..].as_ptr(), c[ir * MR * 256 + jr * NR..].as_mut_ptr(), 256, true) };
+                    unsafe {
+                        k.run(
+                            kc,
+                            a[ir * kc * MR..].as_ptr(),
+                            b[jr * kc * NR..].as_ptr(),
+                            c[ir * MR * 256 + jr * NR..].as_mut_ptr(),
+                            256,
+                            true,
+                        )
+                    };
                 }
             }
         }

@@ -117,17 +117,38 @@ impl CpuConvPlan {
         }
         let workers = threads.clamp(1, units.len().max(1));
         assert!(kernel.is_supported(), "microkernel {kernel:?} not supported by this CPU");
-        CpuConvPlan {
-            geom: *geom,
-            phases,
-            tiling,
-            workers,
-            kernel,
-            m_pad,
-            a_offsets,
-            a_group_len,
-            units,
+        CpuConvPlan { geom: *geom, phases, tiling, workers, kernel, m_pad, a_offsets, a_group_len, units }
+    }
+
+    /// Like [`Self::new`] with the default tiling, but shrinks the column block, then the
+    /// reduction block, then the number of workers until the workspace fits `max_bytes`.
+    /// The packed weights cannot shrink: if they alone exceed `max_bytes`, the smallest
+    /// plan is returned and its `workspace_bytes` says how much it needs.
+    pub fn fitted(
+        geom: &ConvGeometry,
+        rows: Range<usize>,
+        threads: usize,
+        kernel: MicroKernel,
+        max_bytes: usize,
+    ) -> Self {
+        let mut plan = Self::new(geom, rows.clone(), threads, kernel, None);
+        let mut tiling = plan.tiling;
+        let mut workers = threads;
+        while plan.workspace_bytes() > max_bytes {
+            if tiling.nc > 4 * NR {
+                tiling.nc /= 2;
+            } else if tiling.kc > 32 {
+                tiling.kc /= 2;
+            } else if tiling.nc > NR {
+                tiling.nc /= 2;
+            } else if workers > 1 {
+                workers -= 1;
+            } else {
+                break;
+            }
+            plan = Self::new(geom, rows.clone(), workers, kernel, Some(tiling));
         }
+        plan
     }
 
     pub fn tiling(&self) -> CpuTiling {

@@ -110,11 +110,7 @@ pub(super) fn pack_b<T: Element>(
             } else {
                 for (k, v) in d.iter_mut().enumerate() {
                     let iw = iw0 + k as isize * step_w;
-                    *v = if iw >= 0 && iw < w as isize {
-                        src_row[iw as usize].to_f32()
-                    } else {
-                        0.0
-                    };
+                    *v = if iw >= 0 && iw < w as isize { src_row[iw as usize].to_f32() } else { 0.0 };
                 }
             }
         }

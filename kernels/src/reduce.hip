@@ -1,0 +1,214 @@
+// Reductions over one dimension, and softmax over the last dimension.
+// Accumulation in f32 for f32/f16/bf16, f64 for f64. max/min propagate NaN (PyTorch's
+// rule); argmax/argmin return the first index of the extreme value (a NaN counts as the
+// extreme), as u32.
+//
+// The input is contiguous and viewed as [outer, len, inner]; the host makes any other
+// layout contiguous first. Two launch shapes:
+//
+// reduce_<op>_lastdim_<dtype>   (inner == 1)  op in sum max min argmax argmin
+//   (rv_i64 outer, rv_i64 len, const T* in, O* out)    out [outer]; O = T, or rv_u32 for arg*
+//   One block per row (grid-stride over rows): blockDim.x a multiple of warpSize, <= 256
+//   (256 recommended), any gridDim.x. Warp shuffles (reading warpSize) then one shared
+//   array of RV_MAX_WARPS partials.
+// reduce_<op>_strided_<dtype>   (inner > 1)
+//   (rv_i64 outer, rv_i64 len, rv_i64 inner, const T* in, O* out)    out [outer, inner]
+//   One thread per output element, looping over len; neighbouring threads read
+//   neighbouring inner elements (coalesced). 1-D launch over outer*inner, blockDim.x <= 256.
+// softmax_lastdim_<dtype>  (rv_i64 rows, rv_i64 cols, const T* in, T* out)
+//   out[r, :] = exp(in[r, :] - max) / sum(exp(in[r, :] - max)); launch as reduce_*_lastdim.
+// log_softmax_lastdim_<dtype>  same arguments: in - max - log(sum(exp(in - max))).
+#include "prelude.h"
+
+// A running (value, index) pair for argmax/argmin. `better` decides whether b replaces a;
+// ties keep the smaller index so the result does not depend on the reduction order.
+template <bool MAX>
+struct rv_arg {
+    template <typename A> static __device__ __forceinline__ bool better(A bv, int bi, A av, int ai) {
+        const bool an = rv_isnan(av), bn = rv_isnan(bv);
+        if (an || bn) return bn && (!an || bi < ai);
+        if (bv == av) return bi < ai;
+        return MAX ? (bv > av) : (bv < av);
+    }
+};
+
+template <typename A, typename Op> RV_DEVICE A rv_identity();
+template <> __device__ __forceinline__ float rv_identity<float, rv_op_sum>() { return 0.0f; }
+template <> __device__ __forceinline__ double rv_identity<double, rv_op_sum>() { return 0.0; }
+template <> __device__ __forceinline__ float rv_identity<float, rv_op_max>() { return rv_lowest<float>(); }
+template <> __device__ __forceinline__ double rv_identity<double, rv_op_max>() { return rv_lowest<double>(); }
+template <> __device__ __forceinline__ float rv_identity<float, rv_op_min>() { return rv_highest<float>(); }
+template <> __device__ __forceinline__ double rv_identity<double, rv_op_min>() { return rv_highest<double>(); }
+
+template <typename T, typename Op>
+__device__ void rv_reduce_lastdim(rv_i64 outer, rv_i64 len, const T* __restrict__ in, T* __restrict__ out) {
+    typedef typename rv_type<T>::acc A;
+    __shared__ A scratch[RV_MAX_WARPS];
+    for (rv_i64 row = blockIdx.x; row < outer; row += gridDim.x) {
+        const T* x = in + row * len;
+        A v = rv_identity<A, Op>();
+        for (rv_i64 j = threadIdx.x; j < len; j += blockDim.x) v = Op::apply(v, rv_type<T>::to_acc(x[j]));
+        v = rv_block_reduce<Op>(v, scratch);
+        if (threadIdx.x == 0) out[row] = rv_type<T>::from_acc(v);
+    }
+}
+
+template <typename T, typename Op>
+__device__ void rv_reduce_strided(rv_i64 outer, rv_i64 len, rv_i64 inner, const T* __restrict__ in,
+                                  T* __restrict__ out) {
+    typedef typename rv_type<T>::acc A;
+    const rv_i64 numel = outer * inner;
+    for (rv_i64 i = rv_global_id(); i < numel; i += rv_grid_stride()) {
+        const rv_i64 o = i / inner, e = i - o * inner;
+        const T* x = in + o * len * inner + e;
+        A v = rv_identity<A, Op>();
+        for (rv_i64 j = 0; j < len; ++j) v = Op::apply(v, rv_type<T>::to_acc(x[j * inner]));
+        out[i] = rv_type<T>::from_acc(v);
+    }
+}
+
+template <typename T, bool MAX>
+__device__ void rv_argreduce_lastdim(rv_i64 outer, rv_i64 len, const T* __restrict__ in, rv_u32* __restrict__ out) {
+    typedef typename rv_type<T>::acc A;
+    __shared__ A sv[RV_MAX_WARPS];
+    __shared__ int si[RV_MAX_WARPS];
+    const int w = warpSize;
+    for (rv_i64 row = blockIdx.x; row < outer; row += gridDim.x) {
+        const T* x = in + row * len;
+        A v = MAX ? rv_lowest<A>() : rv_highest<A>();
+        int idx = 0x7fffffff;
+        for (rv_i64 j = threadIdx.x; j < len; j += blockDim.x) {
+            const A y = rv_type<T>::to_acc(x[j]);
+            if (rv_arg<MAX>::better(y, (int)j, v, idx)) { v = y; idx = (int)j; }
+        }
+        for (int off = w / 2; off > 0; off >>= 1) {
+            const A ov = rv_shfl_xor(v, off, w);
+            const int oi = rv_shfl_xor(idx, off, w);
+            if (rv_arg<MAX>::better(ov, oi, v, idx)) { v = ov; idx = oi; }
+        }
+        if (rv_lane() == 0) { sv[rv_warp_id()] = v; si[rv_warp_id()] = idx; }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const int nwarps = (int)((blockDim.x + w - 1) / w);
+            for (int k = 1; k < nwarps; ++k)
+                if (rv_arg<MAX>::better(sv[k], si[k], sv[0], si[0])) { sv[0] = sv[k]; si[0] = si[k]; }
+            // A row of length 0 has no index; 0 is written rather than garbage.
+            out[row] = len > 0 ? (rv_u32)si[0] : 0u;
+        }
+        __syncthreads();
+    }
+}
+
+template <typename T, bool MAX>
+__device__ void rv_argreduce_strided(rv_i64 outer, rv_i64 len, rv_i64 inner, const T* __restrict__ in,
+                                     rv_u32* __restrict__ out) {
+    typedef typename rv_type<T>::acc A;
+    const rv_i64 numel = outer * inner;
+    for (rv_i64 i = rv_global_id(); i < numel; i += rv_grid_stride()) {
+        const rv_i64 o = i / inner, e = i - o * inner;
+        const T* x = in + o * len * inner + e;
+        A v = MAX ? rv_lowest<A>() : rv_highest<A>();
+        int idx = 0;
+        for (rv_i64 j = 0; j < len; ++j) {
+            const A y = rv_type<T>::to_acc(x[j * inner]);
+            if (j == 0 || rv_arg<MAX>::better(y, (int)j, v, idx)) { v = y; idx = (int)j; }
+        }
+        out[i] = (rv_u32)idx;
+    }
+}
+
+template <typename T, bool LOG>
+__device__ void rv_softmax_lastdim(rv_i64 rows, rv_i64 cols, const T* __restrict__ in, T* __restrict__ out) {
+    typedef typename rv_type<T>::acc A;
+    __shared__ A scratch[RV_MAX_WARPS];
+    for (rv_i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T* x = in + row * cols;
+        T* y = out + row * cols;
+        A m = rv_lowest<A>();
+        for (rv_i64 j = threadIdx.x; j < cols; j += blockDim.x) m = rv_max(m, rv_type<T>::to_acc(x[j]));
+        m = rv_block_reduce<rv_op_max>(m, scratch);
+        A s = A(0);
+        for (rv_i64 j = threadIdx.x; j < cols; j += blockDim.x) s += rv_exp(rv_type<T>::to_acc(x[j]) - m);
+        s = rv_block_reduce<rv_op_sum>(s, scratch);
+        if (LOG) {
+            const A shift = m + rv_log(s);
+            for (rv_i64 j = threadIdx.x; j < cols; j += blockDim.x)
+                y[j] = rv_type<T>::from_acc(rv_type<T>::to_acc(x[j]) - shift);
+        } else {
+            const A inv = A(1) / s;
+            for (rv_i64 j = threadIdx.x; j < cols; j += blockDim.x)
+                y[j] = rv_type<T>::from_acc(rv_exp(rv_type<T>::to_acc(x[j]) - m) * inv);
+        }
+    }
+}
+
+#define RV_EXPORT_REDUCE_LASTDIM(NAME, OP, T)                                                                      \
+    RV_KERNEL void RV_BOUNDS NAME(rv_i64 outer, rv_i64 len, const T* in, T* out) {                         \
+        rv_reduce_lastdim<T, rv_op_##OP>(outer, len, in, out);                                             \
+    }
+#define RV_EXPORT_REDUCE_STRIDED(NAME, OP, T)                                                                      \
+    RV_KERNEL void RV_BOUNDS NAME(rv_i64 outer, rv_i64 len, rv_i64 inner, const T* in, T* out) {           \
+        rv_reduce_strided<T, rv_op_##OP>(outer, len, inner, in, out);                                      \
+    }
+#define RV_EXPORT_ARGREDUCE_LASTDIM(NAME, MAX, T)                                                                  \
+    RV_KERNEL void RV_BOUNDS NAME(rv_i64 outer, rv_i64 len, const T* in, rv_u32* out) {                    \
+        rv_argreduce_lastdim<T, MAX>(outer, len, in, out);                                                 \
+    }
+#define RV_EXPORT_ARGREDUCE_STRIDED(NAME, MAX, T)                                                                  \
+    RV_KERNEL void RV_BOUNDS NAME(rv_i64 outer, rv_i64 len, rv_i64 inner, const T* in, rv_u32* out) {      \
+        rv_argreduce_strided<T, MAX>(outer, len, inner, in, out);                                          \
+    }
+#define RV_EXPORT_SOFTMAX(NAME, LOG, T)                                                                            \
+    RV_KERNEL void RV_BOUNDS NAME(rv_i64 rows, rv_i64 cols, const T* in, T* out) {                         \
+        rv_softmax_lastdim<T, LOG>(rows, cols, in, out);                                                   \
+    }
+
+// Instantiations (RV_EXPORT_* lines): the first macro argument is the exported symbol.
+RV_EXPORT_REDUCE_LASTDIM(reduce_sum_lastdim_f32, sum, float)
+RV_EXPORT_REDUCE_LASTDIM(reduce_sum_lastdim_f16, sum, rv_half)
+RV_EXPORT_REDUCE_LASTDIM(reduce_sum_lastdim_bf16, sum, rv_bf16)
+RV_EXPORT_REDUCE_LASTDIM(reduce_sum_lastdim_f64, sum, double)
+RV_EXPORT_REDUCE_STRIDED(reduce_sum_strided_f32, sum, float)
+RV_EXPORT_REDUCE_STRIDED(reduce_sum_strided_f16, sum, rv_half)
+RV_EXPORT_REDUCE_STRIDED(reduce_sum_strided_bf16, sum, rv_bf16)
+RV_EXPORT_REDUCE_STRIDED(reduce_sum_strided_f64, sum, double)
+RV_EXPORT_REDUCE_LASTDIM(reduce_max_lastdim_f32, max, float)
+RV_EXPORT_REDUCE_LASTDIM(reduce_max_lastdim_f16, max, rv_half)
+RV_EXPORT_REDUCE_LASTDIM(reduce_max_lastdim_bf16, max, rv_bf16)
+RV_EXPORT_REDUCE_LASTDIM(reduce_max_lastdim_f64, max, double)
+RV_EXPORT_REDUCE_STRIDED(reduce_max_strided_f32, max, float)
+RV_EXPORT_REDUCE_STRIDED(reduce_max_strided_f16, max, rv_half)
+RV_EXPORT_REDUCE_STRIDED(reduce_max_strided_bf16, max, rv_bf16)
+RV_EXPORT_REDUCE_STRIDED(reduce_max_strided_f64, max, double)
+RV_EXPORT_REDUCE_LASTDIM(reduce_min_lastdim_f32, min, float)
+RV_EXPORT_REDUCE_LASTDIM(reduce_min_lastdim_f16, min, rv_half)
+RV_EXPORT_REDUCE_LASTDIM(reduce_min_lastdim_bf16, min, rv_bf16)
+RV_EXPORT_REDUCE_LASTDIM(reduce_min_lastdim_f64, min, double)
+RV_EXPORT_REDUCE_STRIDED(reduce_min_strided_f32, min, float)
+RV_EXPORT_REDUCE_STRIDED(reduce_min_strided_f16, min, rv_half)
+RV_EXPORT_REDUCE_STRIDED(reduce_min_strided_bf16, min, rv_bf16)
+RV_EXPORT_REDUCE_STRIDED(reduce_min_strided_f64, min, double)
+RV_EXPORT_ARGREDUCE_LASTDIM(reduce_argmax_lastdim_f32, true, float)
+RV_EXPORT_ARGREDUCE_LASTDIM(reduce_argmax_lastdim_f16, true, rv_half)
+RV_EXPORT_ARGREDUCE_LASTDIM(reduce_argmax_lastdim_bf16, true, rv_bf16)
+RV_EXPORT_ARGREDUCE_LASTDIM(reduce_argmax_lastdim_f64, true, double)
+RV_EXPORT_ARGREDUCE_STRIDED(reduce_argmax_strided_f32, true, float)
+RV_EXPORT_ARGREDUCE_STRIDED(reduce_argmax_strided_f16, true, rv_half)
+RV_EXPORT_ARGREDUCE_STRIDED(reduce_argmax_strided_bf16, true, rv_bf16)
+RV_EXPORT_ARGREDUCE_STRIDED(reduce_argmax_strided_f64, true, double)
+RV_EXPORT_ARGREDUCE_LASTDIM(reduce_argmin_lastdim_f32, false, float)
+RV_EXPORT_ARGREDUCE_LASTDIM(reduce_argmin_lastdim_f16, false, rv_half)
+RV_EXPORT_ARGREDUCE_LASTDIM(reduce_argmin_lastdim_bf16, false, rv_bf16)
+RV_EXPORT_ARGREDUCE_LASTDIM(reduce_argmin_lastdim_f64, false, double)
+RV_EXPORT_ARGREDUCE_STRIDED(reduce_argmin_strided_f32, false, float)
+RV_EXPORT_ARGREDUCE_STRIDED(reduce_argmin_strided_f16, false, rv_half)
+RV_EXPORT_ARGREDUCE_STRIDED(reduce_argmin_strided_bf16, false, rv_bf16)
+RV_EXPORT_ARGREDUCE_STRIDED(reduce_argmin_strided_f64, false, double)
+RV_EXPORT_SOFTMAX(softmax_lastdim_f32, false, float)
+RV_EXPORT_SOFTMAX(softmax_lastdim_f16, false, rv_half)
+RV_EXPORT_SOFTMAX(softmax_lastdim_bf16, false, rv_bf16)
+RV_EXPORT_SOFTMAX(softmax_lastdim_f64, false, double)
+RV_EXPORT_SOFTMAX(log_softmax_lastdim_f32, true, float)
+RV_EXPORT_SOFTMAX(log_softmax_lastdim_f16, true, rv_half)
+RV_EXPORT_SOFTMAX(log_softmax_lastdim_bf16, true, rv_bf16)
+RV_EXPORT_SOFTMAX(log_softmax_lastdim_f64, true, double)

@@ -1,0 +1,342 @@
+//! Consistency of the registry with the sources: the Rust side (families, argument lists,
+//! mirrored structs) and the C++ side are written separately, so these tests read the
+//! sources and compare.
+
+use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// (macro, symbol, remaining macro arguments) of every `RV_EXPORT_<KIND>(symbol, ...)`
+/// line that starts a line of `source`.
+fn export_lines(source: &str) -> Vec<(String, String, Vec<String>)> {
+    let mut out = Vec::new();
+    for line in source.lines() {
+        let Some(rest) = line.strip_prefix("RV_EXPORT_") else {
+            continue;
+        };
+        let Some(open) = rest.find('(') else { continue };
+        let Some(close) = rest.rfind(')') else {
+            continue;
+        };
+        let mac = format!("RV_EXPORT_{}", &rest[..open]);
+        let mut args = rest[open + 1..close].split(',').map(|a| a.trim().to_string());
+        let sym = args.next().unwrap_or_default();
+        out.push((mac, sym, args.collect()));
+    }
+    out
+}
+
+/// The parameter list of the kernel that `#define <mac>(NAME, ...)` defines, one
+/// normalised `type name` string per parameter.
+fn macro_kernel_params(source: &str, mac: &str) -> Option<Vec<String>> {
+    let start = source.find(&format!("#define {mac}("))?;
+    // The definition runs over backslash-continued lines.
+    let mut def = String::new();
+    for line in source[start..].lines() {
+        let cont = line.trim_end().ends_with('\\');
+        def.push_str(line.trim_end().trim_end_matches('\\'));
+        def.push(' ');
+        if !cont {
+            break;
+        }
+    }
+    let body = &def[def.find(')')? + 1..];
+    let open = body.find(" NAME(")? + " NAME(".len();
+    let close = open + body[open..].find(')')?;
+    let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").replace(" *", "*");
+    Some(body[open..close].split(',').map(norm).collect())
+}
+
+/// The C type each dtype or element-size suffix is instantiated with.
+fn c_type_of_suffix(suffix: &str) -> &'static str {
+    match suffix {
+        "f32" => "float",
+        "f16" => "rv_half",
+        "bf16" => "rv_bf16",
+        "f64" => "double",
+        "u8" | "b8" => "rv_u8",
+        "u32" | "b32" => "rv_u32",
+        "i64" => "rv_i64",
+        "b16" => "rv_u16",
+        "b64" => "rv_u64",
+        other => panic!("unknown suffix {other}"),
+    }
+}
+
+#[test]
+fn every_entry_point_is_exported_by_its_source_and_nothing_else() {
+    for m in modules() {
+        let listed: Vec<String> = m.entry_points();
+        let listed_set: BTreeSet<&String> = listed.iter().collect();
+        assert_eq!(listed.len(), listed_set.len(), "{}: the registry lists a name twice", m.file);
+        let lines = export_lines(m.source);
+        assert!(!lines.is_empty(), "{}: no RV_EXPORT_ lines", m.file);
+        let exported: BTreeSet<&String> = lines.iter().map(|(_, s, _)| s).collect();
+        assert_eq!(exported.len(), lines.len(), "{}: a symbol is exported twice", m.file);
+        let missing: Vec<_> = listed_set.difference(&exported).collect();
+        let extra: Vec<_> = exported.difference(&listed_set).collect();
+        assert!(missing.is_empty(), "{}: listed in the registry but not exported: {missing:?}", m.file);
+        assert!(extra.is_empty(), "{}: exported but not in the registry: {extra:?}", m.file);
+        // Each symbol comes from the export macro of the family that lists it.
+        for (mac, sym, _) in &lines {
+            let fam = m.family_of(sym).unwrap();
+            assert_eq!(mac, fam.export_macro, "{}: {sym} is exported by the wrong macro", m.file);
+        }
+    }
+}
+
+#[test]
+fn entry_point_names_are_unique_across_modules() {
+    let mut seen = BTreeMap::new();
+    for m in modules() {
+        for e in m.entry_points() {
+            if let Some(other) = seen.insert(e.clone(), m.name) {
+                panic!("{e} is defined by both {other} and {}", m.name);
+            }
+        }
+    }
+    assert!(seen.len() > 250, "suspiciously few entry points: {}", seen.len());
+}
+
+#[test]
+fn argument_lists_match_the_kernel_signatures() {
+    for m in modules() {
+        for f in m.families {
+            let params = macro_kernel_params(m.source, f.export_macro)
+                .unwrap_or_else(|| panic!("{}: no definition of {} with a NAME(...) kernel", m.file, f.export_macro));
+            assert_eq!(params, f.c_params(), "{}: {} arguments differ from the registry", m.file, f.pattern);
+        }
+    }
+}
+
+#[test]
+fn export_lines_instantiate_the_dtype_their_name_says() {
+    for m in modules() {
+        for (_, sym, args) in export_lines(m.source) {
+            let fam = m.family_of(&sym).unwrap();
+            let parts: Vec<&str> = sym.rsplit('_').collect();
+            match fam.types {
+                Types::CastPairs => {
+                    let (src, dst) = (parts[1], parts[0]);
+                    assert_eq!(args, [c_type_of_suffix(src), c_type_of_suffix(dst)], "{sym}");
+                }
+                _ => {
+                    let t = c_type_of_suffix(parts[0]);
+                    assert!(args.iter().any(|a| a == t), "{sym}: instantiated with {args:?}, expected {t}");
+                    // Only one storage type per instantiation.
+                    let types = args.iter().filter(|a| a.starts_with("rv_") || *a == "float" || *a == "double");
+                    assert_eq!(types.count(), 1, "{sym}: {args:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn igemm_instantiations_match_their_configs() {
+    let igemm = module_of("igemm_fwd_64x64x16_4x4_f32").unwrap();
+    assert_eq!(igemm.name, "igemm");
+    let names: Vec<&str> = IGEMM_CONFIGS.iter().map(|c| c.name).collect();
+    assert_eq!(names, IGEMM_CONFIG_NAMES);
+    let mut count = 0;
+    for (_, sym, args) in export_lines(igemm.source) {
+        let cfg = IGEMM_CONFIGS.iter().find(|c| sym.contains(&format!("_{}_", c.name))).unwrap();
+        let nums: Vec<u32> = args[1..6].iter().map(|a| a.parse().unwrap()).collect();
+        assert_eq!(nums, [cfg.bm, cfg.bn, cfg.bk, cfg.tm, cfg.tn], "{sym}");
+        let transposed = sym.starts_with("igemm_tconv_");
+        assert_eq!(args[6], if transposed { "true" } else { "false" }, "{sym}");
+        assert_eq!(cfg.threads(), MAX_THREADS, "{sym}: launch needs {} threads", cfg.threads());
+        count += 1;
+    }
+    assert_eq!(count, 2 * IGEMM_CONFIGS.len() * DType::GEMM.len());
+    let cfg = &IGEMM_CONFIGS[0];
+    assert_eq!(igemm_entry_point(true, cfg, DType::BF16).as_deref(), Some("igemm_tconv_64x64x16_4x4_bf16"));
+    assert!(igemm.defines(&igemm_entry_point(false, &IGEMM_CONFIGS[2], DType::F16).unwrap()));
+    assert_eq!(igemm_entry_point(false, cfg, DType::F64), None);
+}
+
+#[test]
+fn mirrored_structs_have_the_sizes_the_prelude_asserts() {
+    assert_eq!(std::mem::size_of::<StridedLayout>(), 112);
+    assert_eq!(std::mem::size_of::<Conv2dParams>(), 64);
+    assert!(PRELUDE.contains("sizeof(rv_strided) == 112"));
+    assert!(PRELUDE.contains("sizeof(rv_conv2d) == 64"));
+    assert!(PRELUDE.contains(&format!("#define RV_MAX_DIMS {MAX_DIMS}")));
+    assert!(PRELUDE.contains(&format!("#define RV_MAX_THREADS {MAX_THREADS}")));
+    // Field order of rv_conv2d, as declared in the prelude.
+    let decl_start = PRELUDE.find("struct rv_conv2d {").unwrap();
+    let decl = &PRELUDE[decl_start..decl_start + PRELUDE[decl_start..].find("};").unwrap()];
+    let fields: Vec<&str> = decl
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split("//").next().unwrap().trim().strip_prefix("rv_i32 "))
+        .flat_map(|l| l.trim_end_matches(';').split(',').map(str::trim))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "n", "c", "h", "w", "k", "r", "s", "p", "q", "stride_h", "stride_w", "pad_h", "pad_w", "dil_h", "dil_w",
+            "groups"
+        ]
+    );
+}
+
+#[test]
+fn sources_include_the_prelude_and_nothing_else() {
+    for m in modules() {
+        let includes: Vec<&str> = m.source.lines().filter(|l| l.trim_start().starts_with("#include")).collect();
+        assert_eq!(includes, [format!("#include \"{PRELUDE_NAME}\"")], "{}", m.file);
+        let full = m.source_with_prelude();
+        assert!(!full.contains("#include \"prelude.h\""), "{}", m.file);
+        assert!(full.contains("#define RV_KERNEL"), "{}", m.file);
+        assert_eq!(full.len(), m.source.len() - "#include \"prelude.h\"".len() + PRELUDE.len());
+    }
+    // The prelude itself includes only toolkit headers.
+    for l in PRELUDE.lines().filter(|l| l.trim_start().starts_with("#include")) {
+        let h = l.trim_start().trim_start_matches("#include").trim();
+        assert!(
+            ["<hip/hip_runtime.h>", "<hip/hip_fp16.h>", "<hip/hip_bf16.h>", "<cuda_fp16.h>", "<cuda_bf16.h>"]
+                .contains(&h),
+            "prelude includes {h}"
+        );
+    }
+}
+
+/// The names a top-level line declares: macros, typedefs, structs and functions.
+fn declared_name(line: &str) -> Option<String> {
+    if line.starts_with(' ') || line.starts_with('\t') || line.starts_with("//") {
+        return None;
+    }
+    let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+    if let Some(rest) = line.strip_prefix("#define ") {
+        return Some(ident(rest));
+    }
+    if line.starts_with("typedef ") {
+        let decl = line.trim_end().trim_end_matches(';');
+        return decl.rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next().map(String::from);
+    }
+    let mut l = line;
+    if l.starts_with("template <") {
+        l = l[l.find('>')? + 1..].trim_start();
+        if l.is_empty() {
+            return None;
+        }
+    }
+    if let Some(rest) = l.strip_prefix("struct ") {
+        return Some(ident(rest));
+    }
+    if l.starts_with("RV_DEVICE ") || l.starts_with("__device__ ") || l.starts_with("static __device__ ") {
+        let before = &l[..l.find('(')?];
+        if before.contains('<') && before.trim_end().ends_with('>') {
+            // An explicit specialisation `f<T>(`: its name is before the '<'.
+            let base = &before[..before.rfind('<')?];
+            return base.rsplit(' ').next().map(String::from);
+        }
+        return before.rsplit(' ').next().map(String::from);
+    }
+    None
+}
+
+#[test]
+fn nothing_outside_our_prefix_is_defined() {
+    // The toolkits own every other name; redefining one of theirs is what broke an older
+    // shim on a ROCm update.
+    let mut checked = 0;
+    for (file, text) in std::iter::once(("prelude.h", PRELUDE)).chain(modules().iter().map(|m| (m.file, m.source))) {
+        for line in text.lines() {
+            if let Some(name) = declared_name(line) {
+                checked += 1;
+                assert!(
+                    name.starts_with("rv_") || name.starts_with("RV_"),
+                    "{file}: `{name}` is declared without the rv_/RV_ prefix: {line}"
+                );
+            }
+        }
+    }
+    assert!(checked > 100, "the declaration scan found only {checked} names");
+    assert_eq!(declared_name("#define __shfl_xor_sync(a) a").as_deref(), Some("__shfl_xor_sync"));
+    assert_eq!(declared_name("typedef __half half;").as_deref(), Some("half"));
+    assert_eq!(declared_name("RV_DEVICE float atomicAdd(float* p, float v) {").as_deref(), Some("atomicAdd"));
+    assert_eq!(declared_name("static __device__ __noinline__ double erf(double x) {").as_deref(), Some("erf"));
+}
+
+#[test]
+fn strided_layout_construction() {
+    let c = StridedLayout::contiguous(&[2, 3, 4]).unwrap();
+    assert_eq!(c.rank, 3);
+    assert_eq!(c.contiguous, 1);
+    assert_eq!(&c.strides[..3], &[12, 4, 1]);
+    assert_eq!(c.numel(), 24);
+
+    // A transposed view is not contiguous; a broadcast one neither.
+    let t = StridedLayout::new(&[4, 3], &[1, 4]).unwrap();
+    assert_eq!(t.contiguous, 0);
+    let b = StridedLayout::new(&[5, 3], &[0, 1]).unwrap();
+    assert_eq!(b.contiguous, 0);
+    // Size-1 dimensions may carry any stride.
+    let u = StridedLayout::new(&[1, 3], &[99, 1]).unwrap();
+    assert_eq!(u.contiguous, 1);
+    // A scalar.
+    let s = StridedLayout::contiguous(&[]).unwrap();
+    assert_eq!((s.rank, s.contiguous, s.numel()), (0, 1, 1));
+
+    assert_eq!(StridedLayout::new(&[1; 7], &[1; 7]), Err(LayoutError::RankTooLarge { rank: 7 }));
+    assert_eq!(StridedLayout::new(&[2, 2], &[1]), Err(LayoutError::LengthMismatch { dims: 2, strides: 1 }));
+    assert_eq!(StridedLayout::new(&[usize::MAX], &[1]), Err(LayoutError::TooLarge { value: usize::MAX }));
+    assert!(LayoutError::RankTooLarge { rank: 7 }.to_string().contains("maximum of 6"));
+}
+
+#[test]
+fn lookups_by_op_and_dtype() {
+    let (m, f) = family_of("unary_silu_f16").unwrap();
+    assert_eq!(m.name, "elementwise");
+    assert_eq!(f.entry_point("silu", DType::F16).as_deref(), Some("unary_silu_f16"));
+    assert_eq!(f.entry_point("silu", DType::U8), None);
+    assert_eq!(f.entry_point("nope", DType::F32), None);
+    assert_eq!(f.launch, Launch::GridStride);
+
+    let (_, copy) = family_of("copy_strided_b16").unwrap();
+    assert_eq!(copy.entry_point("", DType::BF16).as_deref(), Some("copy_strided_b16"));
+    assert_eq!(copy.entry_point("", DType::I64).as_deref(), Some("copy_strided_b64"));
+
+    let (m, cast) = family_of("cast_bf16_u8").unwrap();
+    assert_eq!(m.name, "cast");
+    assert_eq!(cast.entry_points().len(), 42);
+    assert!(family_of("cast_f32_f32").is_none());
+
+    let (_, argmax) = family_of("reduce_argmax_lastdim_f32").unwrap();
+    assert_eq!(argmax.args[3].ty, ArgType::Ptr { elem: Elem::U32, mutable: true });
+    assert_eq!(argmax.launch, Launch::BlockPerRow);
+
+    let (_, fill) = family_of("fill_bf16").unwrap();
+    assert_eq!(fill.args[2].ty.size_in_bytes(DType::BF16), 2);
+    assert_eq!(fill.args[2].ty.c_type(), "T");
+    assert!(module_of("no_such_kernel").is_none());
+}
+
+#[test]
+fn igemm_grid_covers_the_problem() {
+    // SD VAE up-block conv at 1024^2: 512 -> 512 channels, 3x3, one image.
+    let p = Conv2dParams {
+        n: 1,
+        c: 512,
+        h: 1024,
+        w: 1024,
+        k: 512,
+        r: 3,
+        s: 3,
+        p: 1024,
+        q: 1024,
+        stride_h: 1,
+        stride_w: 1,
+        pad_h: 1,
+        pad_w: 1,
+        dil_h: 1,
+        dil_w: 1,
+        groups: 1,
+    };
+    assert_eq!(IGEMM_CONFIGS[0].grid(&p), (16384, 8, 1));
+    assert_eq!(IGEMM_CONFIGS[1].grid(&p), (8192, 4, 1));
+    // Grouped, ragged: 3 groups of 5 output channels, 10x10 output.
+    let g = Conv2dParams { n: 2, c: 6, k: 15, p: 10, q: 10, groups: 3, ..p };
+    assert_eq!(IGEMM_CONFIGS[2].grid(&g), (2, 1, 3));
+}
