@@ -1,0 +1,1 @@
+//! SD / SDXL / SD3 / FLUX VAE decoders on rocm-vision.
