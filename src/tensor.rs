@@ -8,6 +8,7 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use candle_core::{DType, WithDType};
 use conv_engine::{Conv1dParams, Conv2dParams};
+use implicit_gemm::cpu::Element;
 
 /// How [`Tensor::pad2d`] fills the border.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,38 +228,53 @@ impl Tensor {
     // ---- normalisation ----------------------------------------------------------------
 
     /// Group normalisation of an `[N, C, ...]` tensor over `groups` channel groups, with
-    /// optional per-channel scale and shift; statistics in f32.
-    pub fn group_norm(
-        &self,
-        groups: usize,
-        weight: Option<&Tensor>,
-        bias: Option<&Tensor>,
-        eps: f64,
-    ) -> Result<Tensor> {
+    /// optional per-channel scale and shift; statistics in f64, arithmetic in f32.
+    pub fn group_norm(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+        self.group_norm_impl(groups, weight, bias, eps, false)
+    }
+
+    /// `silu(group_norm(x))`, the pair every VAE resnet block starts with, in one pass
+    /// and one output buffer (no intermediate tensors).
+    pub fn group_norm_silu(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+        self.group_norm_impl(groups, weight, bias, eps, true)
+    }
+
+    fn group_norm_impl(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64, silu: bool) -> Result<Tensor> {
         let dims = self.dims().to_vec();
         if dims.len() < 2 {
             return Err(Error::op("group_norm", format!("input must be [N, C, ...], got {dims:?}")));
         }
-        let (n, c) = (dims[0], dims[1]);
+        let c = dims[1];
         if groups == 0 || c % groups != 0 {
             return Err(Error::op("group_norm", format!("groups = {groups} does not divide {c} channels")));
         }
-        for (what, t) in [("weight", weight), ("bias", bias)] {
-            if let Some(t) = t
-                && t.dims() != [c]
-            {
-                return Err(Error::op("group_norm", format!("{what} has shape {:?}, expected [{c}]", t.dims())));
+        let affine = |what: &str, t: Option<&Tensor>| -> Result<Option<Vec<f32>>> {
+            match t {
+                Some(t) if t.dims() != [c] => {
+                    Err(Error::op("group_norm", format!("{what} has shape {:?}, expected [{c}]", t.dims())))
+                }
+                Some(t) => Ok(Some(t.to_vec::<f32>()?)),
+                None => Ok(None),
             }
-        }
-        let x = self.t.to_dtype(DType::F32)?.reshape((n, groups, ()))?;
-        let mean = x.mean_keepdim(2)?;
-        let centered = x.broadcast_sub(&mean)?;
-        let var = centered.sqr()?.mean_keepdim(2)?;
-        let y = centered.broadcast_div(&var.affine(1.0, eps)?.sqrt()?)?.reshape(dims.as_slice())?;
-        let mut affine_shape = vec![1usize; dims.len()];
-        affine_shape[1] = c;
-        let y = self.scale_shift(y, weight, bias, &affine_shape)?;
-        self.wrap(y.to_dtype(self.dtype())?)
+        };
+        let (w, b) = (affine("weight", weight)?, affine("bias", bias)?);
+        let x = self.t.contiguous()?;
+        let (st, layout) = x.storage_and_layout();
+        let out = match &*st {
+            candle_core::Storage::Cpu(cpu) => {
+                let range = layout.start_offset()..layout.start_offset() + layout.shape().elem_count();
+                let norm = GroupNormSpec { channels: c, groups, eps, silu, weight: w.as_deref(), bias: b.as_deref() };
+                match cpu {
+                    candle_core::CpuStorage::F32(v) => norm.run(&v[range], &dims, &self.device)?,
+                    candle_core::CpuStorage::F16(v) => norm.run(&v[range], &dims, &self.device)?,
+                    candle_core::CpuStorage::BF16(v) => norm.run(&v[range], &dims, &self.device)?,
+                    candle_core::CpuStorage::F64(v) => norm.run(&v[range], &dims, &self.device)?,
+                    _ => return Err(Error::op("group_norm", format!("unsupported dtype {:?}", self.dtype()))),
+                }
+            }
+            _ => return Err(Error::op("group_norm", "expected a CPU tensor")),
+        };
+        Ok(out)
     }
 
     /// Layer normalisation over the last dimension; statistics in f32.
@@ -436,4 +452,44 @@ fn reflect(t: &candle_core::Tensor, dim: usize, before: usize, after: usize) -> 
         .collect();
     let idx = candle_core::Tensor::from_vec(idx, before + n + after, t.device())?;
     Ok(t.index_select(&idx, dim)?)
+}
+
+/// One group normalisation, run directly over a contiguous CPU buffer: per (image, group)
+/// the mean and variance in f64, then one pass that normalises, applies the per-channel
+/// affine and optionally SiLU, and writes the output.
+struct GroupNormSpec<'a> {
+    channels: usize,
+    groups: usize,
+    eps: f64,
+    silu: bool,
+    weight: Option<&'a [f32]>,
+    bias: Option<&'a [f32]>,
+}
+
+impl GroupNormSpec<'_> {
+    fn run<T: Element + WithDType>(&self, x: &[T], dims: &[usize], device: &Device) -> Result<Tensor> {
+        use rayon::prelude::*;
+        let per_channel: usize = dims[2..].iter().product();
+        let per_group = self.channels / self.groups * per_channel;
+        let mut out = vec![<T as Element>::from_f32(0.0); x.len()];
+        out.par_chunks_mut(per_group).zip(x.par_chunks(per_group)).enumerate().for_each(|(i, (o, xs))| {
+            let group = i % self.groups;
+            let n = xs.len() as f64;
+            let mean = xs.iter().map(|&v| Element::to_f64(v)).sum::<f64>() / n;
+            let var = xs.iter().map(|&v| (Element::to_f64(v) - mean).powi(2)).sum::<f64>() / n;
+            let rstd = 1.0 / (var + self.eps).sqrt();
+            for (ci, (oc, xc)) in o.chunks_mut(per_channel).zip(xs.chunks(per_channel)).enumerate() {
+                let ch = group * (self.channels / self.groups) + ci;
+                // y = x·scale + shift with the normalisation folded into the affine.
+                let w = self.weight.map_or(1.0, |w| w[ch] as f64);
+                let scale = (rstd * w) as f32;
+                let shift = (self.bias.map_or(0.0, |b| b[ch] as f64) - mean * rstd * w) as f32;
+                for (ov, xv) in oc.iter_mut().zip(xc) {
+                    let y = Element::to_f32(*xv) * scale + shift;
+                    *ov = <T as Element>::from_f32(if self.silu { y / (1.0 + (-y).exp()) } else { y });
+                }
+            }
+        });
+        Tensor::from_candle(candle_core::Tensor::from_vec(out, dims, &device.candle())?, device)
+    }
 }

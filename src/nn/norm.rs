@@ -23,6 +23,6 @@ impl GroupNorm {
 
     /// `silu(group_norm(x))`.
     pub fn forward_silu(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward(x)?.silu()
+        x.group_norm_silu(self.groups, Some(&self.weight), Some(&self.bias), self.eps)
     }
 }
