@@ -2,8 +2,16 @@
 
 use crate::error::{Error, Result};
 use conv_engine::{Budget, CpuConv};
+use rocm_backend::{RocmConv, RocmDevice};
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A ROCm GPU with its convolution engine.
+pub(crate) struct RocmContext {
+    pub device: Arc<RocmDevice>,
+    pub conv: RocmConv,
+}
 
 /// A compute device: a cheap handle that carries the device's convolution engine (its
 /// dispatcher, plan cache and workspace budget).
@@ -11,40 +19,92 @@ use std::sync::{Arc, OnceLock};
 pub struct Device {
     kind: DeviceKind,
     cpu_conv: Arc<CpuConv>,
+    rocm: Option<Arc<RocmContext>>,
 }
 
 /// Which device a [`Device`] handle is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeviceKind {
     Cpu,
+    Rocm(usize),
+}
+
+fn shared_cpu_conv() -> Arc<CpuConv> {
+    static SHARED: OnceLock<Arc<CpuConv>> = OnceLock::new();
+    SHARED.get_or_init(|| Arc::new(CpuConv::default())).clone()
 }
 
 impl Device {
     /// The CPU with the default 64 MiB convolution workspace budget. All handles from
     /// this function share one engine, so plans made for one tensor serve the next.
     pub fn cpu() -> Device {
-        static SHARED: OnceLock<Arc<CpuConv>> = OnceLock::new();
-        Device { kind: DeviceKind::Cpu, cpu_conv: SHARED.get_or_init(|| Arc::new(CpuConv::default())).clone() }
+        Device { kind: DeviceKind::Cpu, cpu_conv: shared_cpu_conv(), rocm: None }
     }
 
     /// The CPU with its own engine and workspace budget.
     pub fn cpu_with_budget(budget: Budget) -> Device {
-        Device { kind: DeviceKind::Cpu, cpu_conv: Arc::new(CpuConv::new(budget)) }
+        Device { kind: DeviceKind::Cpu, cpu_conv: Arc::new(CpuConv::new(budget)), rocm: None }
     }
 
     /// The CPU with a given engine (e.g. restricted to some algorithms).
     pub fn cpu_with_engine(engine: CpuConv) -> Device {
-        Device { kind: DeviceKind::Cpu, cpu_conv: Arc::new(engine) }
+        Device { kind: DeviceKind::Cpu, cpu_conv: Arc::new(engine), rocm: None }
     }
 
-    /// `auto` and `cpu` give the CPU. (`rocm` and `rocm:N` arrive with the ROCm backend.)
-    pub fn parse(s: &str) -> Result<Device> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" | "cpu" => Ok(Device::cpu()),
-            other if other == "rocm" || other.starts_with("rocm:") => {
-                Err(Error::Device(format!("device {s:?}: this build has no ROCm backend yet; use --device cpu")))
+    /// ROCm GPU `ordinal`, shared by every handle of that ordinal. Errors say whether the
+    /// ROCm runtime is missing or the GPU is.
+    pub fn rocm(ordinal: usize) -> Result<Device> {
+        static CONTEXTS: OnceLock<Mutex<HashMap<usize, Arc<RocmContext>>>> = OnceLock::new();
+        let mut map = CONTEXTS.get_or_init(Default::default).lock().expect("device table poisoned");
+        let ctx = match map.get(&ordinal) {
+            Some(c) => c.clone(),
+            None => {
+                let device = RocmDevice::open(ordinal).map_err(|e| Error::Device(e.to_string()))?;
+                let ctx = Arc::new(RocmContext { conv: RocmConv::new(device.clone()), device });
+                map.insert(ordinal, ctx.clone());
+                ctx
             }
-            _ => Err(Error::DeviceParse { input: s.to_string() }),
+        };
+        Ok(Device { kind: DeviceKind::Rocm(ordinal), cpu_conv: shared_cpu_conv(), rocm: Some(ctx) })
+    }
+
+    /// ROCm GPU `ordinal` with its allocator limited to `budget` (a byte count, or a
+    /// fraction of the memory free now).
+    pub fn rocm_with_budget(ordinal: usize, budget: Budget) -> Result<Device> {
+        let d = Device::rocm(ordinal)?;
+        let ctx = d.rocm.as_ref().expect("a ROCm handle has a context");
+        let dev = &ctx.device;
+        let (free, _) = dev.memory_info().map_err(|e| Error::Device(e.to_string()))?;
+        let reserved = {
+            let s = dev.allocator().stats();
+            s.live + s.cached
+        };
+        let bytes = budget.resolve(|| free + reserved);
+        dev.allocator().set_budget(bytes, dev.stream()).map_err(|e| Error::Device(e.to_string()))?;
+        Ok(d)
+    }
+
+    /// The first ROCm GPU if one is usable, else the CPU; the second value says why the
+    /// CPU was chosen (for a one-line notice).
+    pub fn auto() -> (Device, Option<String>) {
+        match Device::rocm(0) {
+            Ok(d) => (d, None),
+            Err(e) => (Device::cpu(), Some(format!("using the CPU: {e}"))),
+        }
+    }
+
+    /// `auto`, `cpu`, `rocm` (GPU 0) or `rocm:N`. `auto` falls back to the CPU silently;
+    /// use [`Device::auto`] to learn why.
+    pub fn parse(s: &str) -> Result<Device> {
+        let t = s.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "auto" => Ok(Device::auto().0),
+            "cpu" => Ok(Device::cpu()),
+            "rocm" | "gpu" => Device::rocm(0),
+            other => match other.strip_prefix("rocm:").map(str::parse::<usize>) {
+                Some(Ok(n)) => Device::rocm(n),
+                _ => Err(Error::DeviceParse { input: s.to_string() }),
+            },
         }
     }
 
@@ -56,9 +116,35 @@ impl Device {
         self.kind == DeviceKind::Cpu
     }
 
+    pub fn is_rocm(&self) -> bool {
+        matches!(self.kind, DeviceKind::Rocm(_))
+    }
+
     /// The CPU convolution engine of this handle.
     pub fn cpu_conv(&self) -> &CpuConv {
         &self.cpu_conv
+    }
+
+    pub(crate) fn rocm_context(&self) -> Option<&Arc<RocmContext>> {
+        self.rocm.as_ref()
+    }
+
+    /// The ROCm device behind this handle, if it is one.
+    pub fn rocm_device(&self) -> Option<&Arc<RocmDevice>> {
+        self.rocm.as_ref().map(|c| &c.device)
+    }
+
+    /// Waits for all queued work (a no-op on the CPU).
+    pub fn synchronize(&self) -> Result<()> {
+        if let Some(c) = &self.rocm {
+            c.device.synchronize().map_err(|e| Error::Device(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Peak bytes of device memory held since the last reset (ROCm), or `None` (CPU).
+    pub fn peak_memory(&self) -> Option<usize> {
+        self.rocm.as_ref().map(|c| c.device.allocator().stats().peak_reserved)
     }
 
     pub(crate) fn candle(&self) -> candle_core::Device {
@@ -76,6 +162,10 @@ impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             DeviceKind::Cpu => write!(f, "cpu"),
+            DeviceKind::Rocm(n) => match &self.rocm {
+                Some(c) => write!(f, "rocm:{n} ({})", c.device.info().arch),
+                None => write!(f, "rocm:{n}"),
+            },
         }
     }
 }
@@ -92,11 +182,27 @@ mod tests {
 
     #[test]
     fn parses_device_names() {
-        assert!(Device::parse("auto").unwrap().is_cpu());
         assert!(Device::parse("CPU").unwrap().is_cpu());
-        let e = Device::parse("gpu").unwrap_err().to_string();
-        assert!(e.contains("\"gpu\"") && e.contains("rocm:N"), "{e}");
-        let e = Device::parse("rocm:1").unwrap_err().to_string();
-        assert!(e.contains("no ROCm backend"), "{e}");
+        let e = Device::parse("gpu:0").unwrap_err().to_string();
+        assert!(e.contains("\"gpu:0\"") && e.contains("rocm:N"), "{e}");
+        let e = Device::parse("rocm:x").unwrap_err().to_string();
+        assert!(e.contains("rocm:N"), "{e}");
+    }
+
+    /// Without ROCm (this CI machine) `auto` falls back to the CPU and says why, and
+    /// `rocm` is a clear error. With a GPU, both give the GPU.
+    #[test]
+    fn auto_falls_back_to_cpu_with_a_reason() {
+        let (d, why) = Device::auto();
+        match Device::rocm(0) {
+            Ok(_) => assert!(d.is_rocm() && why.is_none()),
+            Err(e) => {
+                assert!(d.is_cpu());
+                let why = why.expect("a reason for the fallback");
+                assert!(why.contains("ROCm runtime not found") || why.contains("no ROCm device"), "{why}");
+                let msg = e.to_string();
+                assert!(msg.contains("ROCm runtime not found") || msg.contains("no ROCm device"), "{msg}");
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@
 pub mod device;
 pub mod error;
 pub mod nn;
+mod rocm;
 pub mod tensor;
 pub mod weights;
 

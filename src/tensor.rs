@@ -1,11 +1,14 @@
 //! The inference tensor.
 //!
-//! On the CPU a [`Tensor`] is a `candle_core::Tensor` plus the [`Device`] handle whose
-//! convolution engine runs its convolutions; every other op is candle's CPU kernel as it
-//! is. Normalisations and softmax compute their statistics in f32 whatever the dtype.
+//! A [`Tensor`] is data plus the [`Device`] handle whose convolution engine runs its
+//! convolutions. On the CPU the data is a `candle_core::Tensor` and every other op is
+//! candle's CPU kernel as it is; on ROCm it is a device array with a candle `Layout`, and
+//! ops are the backend's kernels. Normalisations and softmax compute their statistics in
+//! f32 whatever the dtype.
 
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::rocm::RocmTensor;
 use candle_core::{DType, WithDType};
 use conv_engine::{Conv1dParams, Conv2dParams};
 use implicit_gemm::cpu::Element;
@@ -20,8 +23,14 @@ pub enum PadMode {
 }
 
 #[derive(Clone)]
+enum Storage {
+    Cpu(candle_core::Tensor),
+    Rocm(RocmTensor),
+}
+
+#[derive(Clone)]
 pub struct Tensor {
-    t: candle_core::Tensor,
+    s: Storage,
     device: Device,
 }
 
@@ -31,49 +40,74 @@ impl std::fmt::Debug for Tensor {
     }
 }
 
+/// Runs `$cpu` on the candle tensor or `$rocm` on the ROCm tensor, wrapping the result.
+macro_rules! on_device {
+    ($self:ident, $c:ident => $cpu:expr, $r:ident => $rocm:expr) => {
+        match &$self.s {
+            Storage::Cpu($c) => $self.wrap_cpu($cpu?),
+            Storage::Rocm($r) => $self.wrap_rocm($rocm?),
+        }
+    };
+}
+
 macro_rules! unary {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+    ($($(#[$doc:meta])* $name:ident => $kernel:literal),* $(,)?) => {
         $(
             $(#[$doc])*
             pub fn $name(&self) -> Result<Tensor> {
-                self.wrap(self.t.$name()?)
+                on_device!(self, t => t.$name(), r => r.unary($kernel, 0.0))
             }
         )*
     };
 }
 
 macro_rules! broadcast_binary {
-    ($($(#[$doc:meta])* $name:ident => $candle:ident),* $(,)?) => {
+    ($($(#[$doc:meta])* $name:ident => $candle:ident, $kernel:literal),* $(,)?) => {
         $(
             $(#[$doc])*
             pub fn $name(&self, rhs: &Tensor) -> Result<Tensor> {
                 self.same_device(rhs, stringify!($name))?;
-                self.wrap(self.t.$candle(&rhs.t)?)
+                match (&self.s, &rhs.s) {
+                    (Storage::Cpu(a), Storage::Cpu(b)) => self.wrap_cpu(a.$candle(b)?),
+                    (Storage::Rocm(a), Storage::Rocm(b)) => self.wrap_rocm(a.binary($kernel, b)?),
+                    _ => unreachable!("same_device checked"),
+                }
             }
         )*
     };
 }
 
 impl Tensor {
-    /// Wraps a candle tensor that lives on `device`.
+    /// Wraps a CPU candle tensor; for a ROCm `device` the data is uploaded.
     pub fn from_candle(t: candle_core::Tensor, device: &Device) -> Result<Tensor> {
-        if !t.device().is_cpu() || !device.is_cpu() {
+        if !t.device().is_cpu() {
             return Err(Error::op(
                 "from_candle",
-                format!("a {:?} candle tensor cannot live on {device}", t.device().location()),
+                format!("a {:?} candle tensor; only CPU candle tensors are accepted", t.device().location()),
             ));
         }
-        Ok(Tensor { t, device: device.clone() })
+        match device.rocm_context() {
+            None => Ok(Tensor { s: Storage::Cpu(t), device: device.clone() }),
+            Some(ctx) => {
+                Ok(Tensor { s: Storage::Rocm(RocmTensor::from_candle(&ctx.device, &t)?), device: device.clone() })
+            }
+        }
     }
 
-    /// The candle tensor (shares storage; no copy).
-    pub fn as_candle(&self) -> &candle_core::Tensor {
-        &self.t
+    /// The candle tensor of a CPU tensor (shares storage), or `None` on ROCm.
+    pub fn as_candle(&self) -> Option<&candle_core::Tensor> {
+        match &self.s {
+            Storage::Cpu(t) => Some(t),
+            Storage::Rocm(_) => None,
+        }
     }
 
-    /// The candle tensor on the CPU (shares storage when already there).
+    /// A CPU candle tensor with this data (shares storage on the CPU, downloads from ROCm).
     pub fn to_candle(&self) -> Result<candle_core::Tensor> {
-        Ok(self.t.clone())
+        match &self.s {
+            Storage::Cpu(t) => Ok(t.clone()),
+            Storage::Rocm(r) => r.to_candle(),
+        }
     }
 
     pub fn from_vec<T: WithDType>(data: Vec<T>, shape: &[usize], device: &Device) -> Result<Tensor> {
@@ -84,19 +118,42 @@ impl Tensor {
                 format!("{} elements do not fill shape {shape:?} ({n} elements)", data.len()),
             ));
         }
-        Tensor::from_candle(candle_core::Tensor::from_vec(data, shape, &device.candle())?, device)
+        match device.rocm_context() {
+            None => Tensor::from_candle(candle_core::Tensor::from_vec(data, shape, &device.candle())?, device),
+            Some(ctx) => Ok(Tensor {
+                s: Storage::Rocm(RocmTensor::from_slice(&ctx.device, &data, shape)?),
+                device: device.clone(),
+            }),
+        }
+    }
+
+    pub fn full(value: f64, shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
+        match device.rocm_context() {
+            None => {
+                Tensor::from_candle(candle_core::Tensor::full(value, shape, &device.candle())?.to_dtype(dtype)?, device)
+            }
+            Some(ctx) => {
+                let a = rocm_backend::ops::full(&ctx.device, dtype, shape.iter().product(), value)
+                    .map_err(|e| Error::op("full", e.to_string()))?;
+                Ok(Tensor { s: Storage::Rocm(RocmTensor::contiguous_new(a, shape)), device: device.clone() })
+            }
+        }
     }
 
     pub fn zeros(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::from_candle(candle_core::Tensor::zeros(shape, dtype, &device.candle())?, device)
+        Tensor::full(0.0, shape, dtype, device)
     }
 
     pub fn ones(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::from_candle(candle_core::Tensor::ones(shape, dtype, &device.candle())?, device)
+        Tensor::full(1.0, shape, dtype, device)
     }
 
-    fn wrap(&self, t: candle_core::Tensor) -> Result<Tensor> {
-        Ok(Tensor { t, device: self.device.clone() })
+    fn wrap_cpu(&self, t: candle_core::Tensor) -> Result<Tensor> {
+        Ok(Tensor { s: Storage::Cpu(t), device: self.device.clone() })
+    }
+
+    fn wrap_rocm(&self, r: RocmTensor) -> Result<Tensor> {
+        Ok(Tensor { s: Storage::Rocm(r), device: self.device.clone() })
     }
 
     fn same_device(&self, other: &Tensor, op: &'static str) -> Result<()> {
@@ -106,12 +163,31 @@ impl Tensor {
         Ok(())
     }
 
+    fn rocm_of<'a>(&self, t: Option<&'a Tensor>, op: &'static str) -> Result<Option<&'a RocmTensor>> {
+        match t.map(|t| (&t.s, t)) {
+            None => Ok(None),
+            Some((Storage::Rocm(r), _)) => Ok(Some(r)),
+            Some((Storage::Cpu(_), t)) => Err(Error::op(op, format!("operands on {} and {}", self.device, t.device))),
+        }
+    }
+
+    fn cpu_of<'a>(&self, t: Option<&'a Tensor>, op: &'static str) -> Result<Option<&'a candle_core::Tensor>> {
+        match t.map(|t| (&t.s, t)) {
+            None => Ok(None),
+            Some((Storage::Cpu(c), _)) => Ok(Some(c)),
+            Some((Storage::Rocm(_), t)) => Err(Error::op(op, format!("operands on {} and {}", self.device, t.device))),
+        }
+    }
+
     pub fn dims(&self) -> &[usize] {
-        self.t.dims()
+        match &self.s {
+            Storage::Cpu(t) => t.dims(),
+            Storage::Rocm(r) => r.dims(),
+        }
     }
 
     pub fn rank(&self) -> usize {
-        self.t.rank()
+        self.dims().len()
     }
 
     pub fn dim(&self, d: usize) -> Result<usize> {
@@ -122,95 +198,150 @@ impl Tensor {
     }
 
     pub fn elem_count(&self) -> usize {
-        self.t.elem_count()
+        self.dims().iter().product()
     }
 
     pub fn dtype(&self) -> DType {
-        self.t.dtype()
+        match &self.s {
+            Storage::Cpu(t) => t.dtype(),
+            Storage::Rocm(r) => r.dtype(),
+        }
     }
 
     pub fn device(&self) -> &Device {
         &self.device
     }
 
-    /// All elements, flattened, converted to `T`'s dtype.
+    /// All elements, flattened, converted to `T`'s dtype, on the host.
     pub fn to_vec<T: WithDType>(&self) -> Result<Vec<T>> {
-        Ok(self.t.flatten_all()?.to_dtype(T::DTYPE)?.to_vec1::<T>()?)
+        Ok(self.to_candle()?.flatten_all()?.to_dtype(T::DTYPE)?.to_vec1::<T>()?)
     }
 
-    /// The same data on `device`.
+    /// The same data on `device` (a copy unless it is already there).
     pub fn to_device(&self, device: &Device) -> Result<Tensor> {
-        Tensor::from_candle(self.t.clone(), device)
+        if self.device == *device {
+            return Ok(self.clone());
+        }
+        Tensor::from_candle(self.to_candle()?, device)
     }
 
     // ---- convolution: through the device's conv engine --------------------------------
 
+    fn conv(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        problem: conv_engine::ConvProblem,
+        op: &'static str,
+    ) -> Result<Tensor> {
+        self.same_device(weight, op)?;
+        match (&self.s, &weight.s) {
+            (Storage::Cpu(x), Storage::Cpu(w)) => {
+                let b = self.cpu_of(bias, op)?;
+                self.wrap_cpu(self.device.cpu_conv().run(&problem, x, w, b)?)
+            }
+            (Storage::Rocm(x), Storage::Rocm(w)) => {
+                let ctx = self.device.rocm_context().expect("ROCm storage lives on a ROCm device");
+                let b = self.rocm_of(bias, op)?;
+                if let Some(b) = b
+                    && b.dims() != [problem.geometry.out_channels]
+                {
+                    return Err(Error::op(
+                        op,
+                        format!("bias has shape {:?}, expected [{}]", b.dims(), problem.geometry.out_channels),
+                    ));
+                }
+                let (x, w) = (x.contiguous()?, w.contiguous()?);
+                let b = b.map(|b| b.contiguous()).transpose()?;
+                let out = ctx
+                    .conv
+                    .run(&problem, &x.array, &w.array, b.as_ref().map(|b| &b.array))
+                    .map_err(|e| Error::op(op, e.to_string()))?;
+                self.wrap_rocm(RocmTensor::contiguous_new(out, &problem.output_shape()))
+            }
+            _ => unreachable!("same_device checked"),
+        }
+    }
+
     pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv2dParams) -> Result<Tensor> {
-        self.same_device(weight, "conv2d")?;
-        self.wrap(self.device.cpu_conv().conv2d(&self.t, &weight.t, bias.map(|b| &b.t), params)?)
+        let p = conv_engine::ConvProblem::conv2d(self.dims(), weight.dims(), self.dtype(), weight.dtype(), params)?;
+        self.conv(weight, bias, p, "conv2d")
     }
 
     pub fn conv_transpose2d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv2dParams) -> Result<Tensor> {
-        self.same_device(weight, "conv_transpose2d")?;
-        self.wrap(self.device.cpu_conv().conv_transpose2d(&self.t, &weight.t, bias.map(|b| &b.t), params)?)
+        let p = conv_engine::ConvProblem::conv_transpose2d(
+            self.dims(),
+            weight.dims(),
+            self.dtype(),
+            weight.dtype(),
+            params,
+        )?;
+        self.conv(weight, bias, p, "conv_transpose2d")
     }
 
     pub fn conv1d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor> {
-        self.same_device(weight, "conv1d")?;
-        self.wrap(self.device.cpu_conv().conv1d(&self.t, &weight.t, bias.map(|b| &b.t), params)?)
+        let p = conv_engine::ConvProblem::conv1d(self.dims(), weight.dims(), self.dtype(), weight.dtype(), params)?;
+        self.conv(weight, bias, p, "conv1d")
     }
 
     pub fn conv_transpose1d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor> {
-        self.same_device(weight, "conv_transpose1d")?;
-        self.wrap(self.device.cpu_conv().conv_transpose1d(&self.t, &weight.t, bias.map(|b| &b.t), params)?)
+        let p = conv_engine::ConvProblem::conv_transpose1d(
+            self.dims(),
+            weight.dims(),
+            self.dtype(),
+            weight.dtype(),
+            params,
+        )?;
+        self.conv(weight, bias, p, "conv_transpose1d")
     }
 
     // ---- elementwise ------------------------------------------------------------------
 
     unary!(
         /// `x · sigmoid(x)`.
-        silu,
+        silu => "silu",
         /// GELU, tanh approximation.
-        gelu,
+        gelu => "gelu",
         /// GELU with the exact erf.
-        gelu_erf,
-        relu,
-        tanh,
-        exp,
-        sqrt,
-        sqr,
-        abs,
-        neg,
-        recip,
+        gelu_erf => "gelu_erf",
+        relu => "relu",
+        tanh => "tanh",
+        exp => "exp",
+        sqrt => "sqrt",
+        sqr => "sqr",
+        abs => "abs",
+        neg => "neg",
+        recip => "recip",
     );
 
     broadcast_binary!(
         /// `self + rhs` with broadcasting.
-        add => broadcast_add,
+        add => broadcast_add, "add",
         /// `self - rhs` with broadcasting.
-        sub => broadcast_sub,
+        sub => broadcast_sub, "sub",
         /// `self · rhs` with broadcasting.
-        mul => broadcast_mul,
+        mul => broadcast_mul, "mul",
         /// `self / rhs` with broadcasting.
-        div => broadcast_div,
-        maximum => broadcast_maximum,
-        minimum => broadcast_minimum,
+        div => broadcast_div, "div",
+        maximum => broadcast_maximum, "maximum",
+        minimum => broadcast_minimum, "minimum",
     );
 
     /// `self · mul + add`.
     pub fn affine(&self, mul: f64, add: f64) -> Result<Tensor> {
-        self.wrap(self.t.affine(mul, add)?)
+        on_device!(self, t => t.affine(mul, add), r => r.affine(mul, add))
     }
 
     /// `x` where `x ≥ 0`, `slope · x` elsewhere.
     pub fn leaky_relu(&self, slope: f64) -> Result<Tensor> {
-        let neg = self.t.minimum(0.0)?.affine(slope, 0.0)?;
-        self.wrap(self.t.maximum(0.0)?.add(&neg)?)
+        on_device!(self,
+            t => t.maximum(0.0).and_then(|p| p.add(&t.minimum(0.0)?.affine(slope, 0.0)?)),
+            r => r.unary("leaky_relu", slope))
     }
 
     /// `1 / (1 + e^{-x})`.
     pub fn sigmoid(&self) -> Result<Tensor> {
-        self.wrap(self.t.neg()?.exp()?.affine(1.0, 1.0)?.recip()?)
+        on_device!(self, t => t.neg()?.exp()?.affine(1.0, 1.0)?.recip(), r => r.unary("sigmoid", 0.0))
     }
 
     /// Softmax over the last dimension, computed in f32.
@@ -219,27 +350,49 @@ impl Tensor {
             .rank()
             .checked_sub(1)
             .ok_or_else(|| Error::op("softmax_last_dim", "a 0-D tensor has no last dimension"))?;
-        let x = self.t.to_dtype(DType::F32)?;
-        let e = x.broadcast_sub(&x.max_keepdim(d)?)?.exp()?;
-        let y = e.broadcast_div(&e.sum_keepdim(d)?)?;
-        self.wrap(y.to_dtype(self.dtype())?)
+        on_device!(self,
+            t => {
+                let x = t.to_dtype(DType::F32)?;
+                let e = x.broadcast_sub(&x.max_keepdim(d)?)?.exp()?;
+                e.broadcast_div(&e.sum_keepdim(d)?)?.to_dtype(self.dtype())
+            },
+            r => r.softmax_last_dim())
     }
 
     // ---- normalisation ----------------------------------------------------------------
 
     /// Group normalisation of an `[N, C, ...]` tensor over `groups` channel groups, with
-    /// optional per-channel scale and shift; statistics in f64, arithmetic in f32.
-    pub fn group_norm(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+    /// optional per-channel scale and shift; statistics in f64 (CPU) / f32 (GPU).
+    pub fn group_norm(
+        &self,
+        groups: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<Tensor> {
         self.group_norm_impl(groups, weight, bias, eps, false)
     }
 
     /// `silu(group_norm(x))`, the pair every VAE resnet block starts with, in one pass
     /// and one output buffer (no intermediate tensors).
-    pub fn group_norm_silu(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+    pub fn group_norm_silu(
+        &self,
+        groups: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<Tensor> {
         self.group_norm_impl(groups, weight, bias, eps, true)
     }
 
-    fn group_norm_impl(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64, silu: bool) -> Result<Tensor> {
+    fn group_norm_impl(
+        &self,
+        groups: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+        silu: bool,
+    ) -> Result<Tensor> {
         let dims = self.dims().to_vec();
         if dims.len() < 2 {
             return Err(Error::op("group_norm", format!("input must be [N, C, ...], got {dims:?}")));
@@ -248,33 +401,38 @@ impl Tensor {
         if groups == 0 || c % groups != 0 {
             return Err(Error::op("group_norm", format!("groups = {groups} does not divide {c} channels")));
         }
-        let affine = |what: &str, t: Option<&Tensor>| -> Result<Option<Vec<f32>>> {
-            match t {
-                Some(t) if t.dims() != [c] => {
-                    Err(Error::op("group_norm", format!("{what} has shape {:?}, expected [{c}]", t.dims())))
-                }
-                Some(t) => Ok(Some(t.to_vec::<f32>()?)),
-                None => Ok(None),
+        for (what, t) in [("weight", weight), ("bias", bias)] {
+            if let Some(t) = t
+                && t.dims() != [c]
+            {
+                return Err(Error::op("group_norm", format!("{what} has shape {:?}, expected [{c}]", t.dims())));
             }
-        };
-        let (w, b) = (affine("weight", weight)?, affine("bias", bias)?);
-        let x = self.t.contiguous()?;
-        let (st, layout) = x.storage_and_layout();
-        let out = match &*st {
-            candle_core::Storage::Cpu(cpu) => {
+        }
+        match &self.s {
+            Storage::Rocm(r) => {
+                let (w, b) = (self.rocm_of(weight, "group_norm")?, self.rocm_of(bias, "group_norm")?);
+                self.wrap_rocm(r.group_norm(groups, w, b, eps, silu)?)
+            }
+            Storage::Cpu(t) => {
+                let affine =
+                    |t: Option<&Tensor>| -> Result<Option<Vec<f32>>> { t.map(|t| t.to_vec::<f32>()).transpose() };
+                let (w, b) = (affine(weight)?, affine(bias)?);
+                let x = t.contiguous()?;
+                let (st, layout) = x.storage_and_layout();
+                let candle_core::Storage::Cpu(cpu) = &*st else {
+                    return Err(Error::op("group_norm", "expected a CPU tensor"));
+                };
                 let range = layout.start_offset()..layout.start_offset() + layout.shape().elem_count();
                 let norm = GroupNormSpec { channels: c, groups, eps, silu, weight: w.as_deref(), bias: b.as_deref() };
                 match cpu {
-                    candle_core::CpuStorage::F32(v) => norm.run(&v[range], &dims, &self.device)?,
-                    candle_core::CpuStorage::F16(v) => norm.run(&v[range], &dims, &self.device)?,
-                    candle_core::CpuStorage::BF16(v) => norm.run(&v[range], &dims, &self.device)?,
-                    candle_core::CpuStorage::F64(v) => norm.run(&v[range], &dims, &self.device)?,
-                    _ => return Err(Error::op("group_norm", format!("unsupported dtype {:?}", self.dtype()))),
+                    candle_core::CpuStorage::F32(v) => norm.run(&v[range], &dims, &self.device),
+                    candle_core::CpuStorage::F16(v) => norm.run(&v[range], &dims, &self.device),
+                    candle_core::CpuStorage::BF16(v) => norm.run(&v[range], &dims, &self.device),
+                    candle_core::CpuStorage::F64(v) => norm.run(&v[range], &dims, &self.device),
+                    _ => Err(Error::op("group_norm", format!("unsupported dtype {:?}", self.dtype()))),
                 }
             }
-            _ => return Err(Error::op("group_norm", "expected a CPU tensor")),
-        };
-        Ok(out)
+        }
     }
 
     /// Layer normalisation over the last dimension; statistics in f32.
@@ -289,44 +447,48 @@ impl Tensor {
                 return Err(Error::op("layer_norm", format!("{what} has shape {:?}, expected [{c}]", t.dims())));
             }
         }
-        let x = self.t.to_dtype(DType::F32)?;
-        let centered = x.broadcast_sub(&x.mean_keepdim(d)?)?;
-        let var = centered.sqr()?.mean_keepdim(d)?;
-        let y = centered.broadcast_div(&var.affine(1.0, eps)?.sqrt()?)?;
-        let y = self.scale_shift(y, weight, bias, &[c])?;
-        self.wrap(y.to_dtype(self.dtype())?)
-    }
-
-    fn scale_shift(
-        &self,
-        mut y: candle_core::Tensor,
-        weight: Option<&Tensor>,
-        bias: Option<&Tensor>,
-        shape: &[usize],
-    ) -> Result<candle_core::Tensor> {
-        if let Some(w) = weight {
-            y = y.broadcast_mul(&w.t.to_dtype(DType::F32)?.reshape(shape)?)?;
+        match &self.s {
+            Storage::Rocm(r) => {
+                let (w, b) = (self.rocm_of(weight, "layer_norm")?, self.rocm_of(bias, "layer_norm")?);
+                self.wrap_rocm(r.layer_norm(w, b, eps)?)
+            }
+            Storage::Cpu(t) => {
+                let x = t.to_dtype(DType::F32)?;
+                let centered = x.broadcast_sub(&x.mean_keepdim(d)?)?;
+                let var = centered.sqr()?.mean_keepdim(d)?;
+                let mut y = centered.broadcast_div(&var.affine(1.0, eps)?.sqrt()?)?;
+                if let Some(w) = self.cpu_of(weight, "layer_norm")? {
+                    y = y.broadcast_mul(&w.to_dtype(DType::F32)?)?;
+                }
+                if let Some(b) = self.cpu_of(bias, "layer_norm")? {
+                    y = y.broadcast_add(&b.to_dtype(DType::F32)?)?;
+                }
+                self.wrap_cpu(y.to_dtype(self.dtype())?)
+            }
         }
-        if let Some(b) = bias {
-            y = y.broadcast_add(&b.t.to_dtype(DType::F32)?.reshape(shape)?)?;
-        }
-        Ok(y)
     }
 
     // ---- matrix product -----------------------------------------------------------------
 
-    /// Matrix product over the last two dimensions, with batch broadcasting. bf16 runs in
-    /// f32 on the CPU (candle's CPU GEMM has no bf16) and is rounded back.
+    /// Matrix product over the last two dimensions, with batch broadcasting. On the CPU
+    /// bf16 runs in f32 (candle's CPU GEMM has no bf16) and is rounded back; on ROCm
+    /// rocBLAS accumulates in f32.
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
         self.same_device(rhs, "matmul")?;
         if self.dtype() != rhs.dtype() {
             return Err(Error::op("matmul", format!("dtypes differ: {:?} and {:?}", self.dtype(), rhs.dtype())));
         }
-        if self.dtype() == DType::BF16 {
-            let y = self.t.to_dtype(DType::F32)?.broadcast_matmul(&rhs.t.to_dtype(DType::F32)?)?;
-            return self.wrap(y.to_dtype(DType::BF16)?);
+        match (&self.s, &rhs.s) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => {
+                if self.dtype() == DType::BF16 {
+                    let y = a.to_dtype(DType::F32)?.broadcast_matmul(&b.to_dtype(DType::F32)?)?;
+                    return self.wrap_cpu(y.to_dtype(DType::BF16)?);
+                }
+                self.wrap_cpu(a.broadcast_matmul(b)?)
+            }
+            (Storage::Rocm(a), Storage::Rocm(b)) => self.wrap_rocm(a.matmul(b)?),
+            _ => unreachable!("same_device checked"),
         }
-        self.wrap(self.t.broadcast_matmul(&rhs.t)?)
     }
 
     // ---- spatial ----------------------------------------------------------------------------
@@ -334,24 +496,27 @@ impl Tensor {
     /// Nearest-neighbour resize of an `[N, C, H, W]` tensor to `h × w`.
     pub fn upsample_nearest2d(&self, h: usize, w: usize) -> Result<Tensor> {
         self.require_rank(4, "upsample_nearest2d")?;
-        self.wrap(self.t.upsample_nearest2d(h, w)?)
+        on_device!(self, t => t.upsample_nearest2d(h, w), r => r.upsample_nearest2d(h, w))
     }
 
     pub fn avg_pool2d(&self, kernel: usize, stride: usize) -> Result<Tensor> {
         self.require_rank(4, "avg_pool2d")?;
-        self.wrap(self.t.avg_pool2d_with_stride(kernel, stride)?)
+        on_device!(self, t => t.avg_pool2d_with_stride(kernel, stride), r => r.pool2d(false, kernel, stride))
     }
 
     pub fn max_pool2d(&self, kernel: usize, stride: usize) -> Result<Tensor> {
         self.require_rank(4, "max_pool2d")?;
-        self.wrap(self.t.max_pool2d_with_stride(kernel, stride)?)
+        on_device!(self, t => t.max_pool2d_with_stride(kernel, stride), r => r.pool2d(true, kernel, stride))
     }
 
     /// Mean over the spatial dimensions of an `[N, C, H, W]` tensor: `[N, C, 1, 1]`,
     /// accumulated in f32.
     pub fn mean_spatial(&self) -> Result<Tensor> {
         self.require_rank(4, "mean_spatial")?;
-        self.wrap(self.t.to_dtype(DType::F32)?.mean_keepdim((2, 3))?.to_dtype(self.dtype())?)
+        let [n, c, h, w] = [self.dims()[0], self.dims()[1], self.dims()[2], self.dims()[3]];
+        on_device!(self,
+            t => t.to_dtype(DType::F32)?.mean_keepdim((2, 3))?.to_dtype(self.dtype()),
+            r => r.reshape(&[n, c, h * w])?.reduce(rocm_backend::ops::Reduce::Sum, 2)?.affine(1.0 / (h * w) as f64, 0.0)?.reshape(&[n, c, 1, 1]))
     }
 
     /// Pads the last two dimensions.
@@ -360,12 +525,15 @@ impl Tensor {
             return Err(Error::op("pad2d", format!("needs at least 2 dimensions, got {:?}", self.dims())));
         }
         let (dh, dw) = (self.rank() - 2, self.rank() - 1);
-        match mode {
-            PadMode::Zeros => self.wrap(self.t.pad_with_zeros(dh, top, bottom)?.pad_with_zeros(dw, left, right)?),
-            PadMode::Reflect => {
-                let t = reflect(&self.t, dh, top, bottom)?;
-                self.wrap(reflect(&t, dw, left, right)?)
+        match (&self.s, mode) {
+            (Storage::Cpu(t), PadMode::Zeros) => {
+                self.wrap_cpu(t.pad_with_zeros(dh, top, bottom)?.pad_with_zeros(dw, left, right)?)
             }
+            (Storage::Cpu(t), PadMode::Reflect) => {
+                let t = reflect(t, dh, top, bottom)?;
+                self.wrap_cpu(reflect(&t, dw, left, right)?)
+            }
+            (Storage::Rocm(r), mode) => self.wrap_rocm(r.pad2d(top, bottom, left, right, mode == PadMode::Reflect)?),
         }
     }
 
@@ -385,19 +553,19 @@ impl Tensor {
                 format!("cannot view {:?} ({} elements) as {shape:?}", self.dims(), self.elem_count()),
             ));
         }
-        self.wrap(self.t.reshape(shape)?)
+        on_device!(self, t => t.reshape(shape), r => r.reshape(shape))
     }
 
     pub fn permute(&self, dims: &[usize]) -> Result<Tensor> {
-        self.wrap(self.t.permute(dims)?)
+        on_device!(self, t => t.permute(dims), r => r.permute(dims))
     }
 
     pub fn transpose(&self, a: usize, b: usize) -> Result<Tensor> {
-        self.wrap(self.t.transpose(a, b)?)
+        on_device!(self, t => t.transpose(a, b), r => r.transpose(a, b))
     }
 
     pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<Tensor> {
-        self.wrap(self.t.narrow(dim, start, len)?)
+        on_device!(self, t => t.narrow(dim, start, len), r => r.narrow(dim, start, len))
     }
 
     pub fn cat(tensors: &[&Tensor], dim: usize) -> Result<Tensor> {
@@ -405,20 +573,32 @@ impl Tensor {
         for t in tensors {
             first.same_device(t, "cat")?;
         }
-        let ts: Vec<&candle_core::Tensor> = tensors.iter().map(|t| &t.t).collect();
-        first.wrap(candle_core::Tensor::cat(&ts, dim)?)
+        match &first.s {
+            Storage::Cpu(_) => {
+                let ts: Vec<&candle_core::Tensor> = tensors.iter().filter_map(|t| t.as_candle()).collect();
+                first.wrap_cpu(candle_core::Tensor::cat(&ts, dim)?)
+            }
+            Storage::Rocm(_) => {
+                let rs: Vec<&RocmTensor> =
+                    tensors.iter().filter_map(|t| if let Storage::Rocm(r) = &t.s { Some(r) } else { None }).collect();
+                first.wrap_rocm(RocmTensor::cat(&rs, dim)?)
+            }
+        }
     }
 
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
-        self.wrap(self.t.to_dtype(dtype)?)
+        on_device!(self, t => t.to_dtype(dtype), r => r.to_dtype(dtype))
     }
 
     pub fn contiguous(&self) -> Result<Tensor> {
-        self.wrap(self.t.contiguous()?)
+        on_device!(self, t => t.contiguous(), r => r.contiguous())
     }
 
     pub fn is_contiguous(&self) -> bool {
-        self.t.is_contiguous()
+        match &self.s {
+            Storage::Cpu(t) => t.is_contiguous(),
+            Storage::Rocm(r) => r.layout.is_contiguous(),
+        }
     }
 }
 

@@ -200,7 +200,7 @@ fn attention_matches_naive_f64_with_query_chunking() {
 fn shape_ops_agree_with_candle() {
     let mut rng = StdRng::seed_from_u64(5);
     let (x, _) = tensor(&mut rng, &[2, 3, 4, 6], DType::F32);
-    let c = x.as_candle();
+    let c = &x.to_candle().unwrap();
     let same = |a: &Tensor, b: candle_core::Tensor| {
         assert_eq!(a.dims(), b.dims());
         assert_eq!(a.to_vec::<f32>().unwrap(), b.flatten_all().unwrap().to_vec1::<f32>().unwrap());

@@ -1,1 +1,32 @@
-//! SD / SDXL / SD3 / FLUX VAE decoders on rocm-vision.
+//! SD 1.x/2.x, SDXL, SD3 and FLUX VAE decoders (diffusers' `AutoencoderKL` decoder) on
+//! rocm-vision: weights in the diffusers or the original key layout, exact decode within a
+//! memory budget, optional tiled decode, PNG output.
+//!
+//! ```no_run
+//! # fn main() -> examples_sd::Result<()> {
+//! use examples_sd::{Decoder, Model};
+//! use rocm_vision::{DType, Device, Weights};
+//! let device = Device::cpu();
+//! let weights = Weights::open("vae.safetensors", &device)?;
+//! let decoder = Decoder::load(&weights, &Model::Sd.config(), DType::F32)?;
+//! let latents = examples_sd::io::load_latents("latents.npy".as_ref(), None, &device)?;
+//! let image = decoder.decode(&latents, &mut |_, _| {})?;
+//! examples_sd::io::write_png(&image.narrow(0, 0, 1)?, "out.png".as_ref(), false)?;
+//! # Ok(()) }
+//! ```
+
+pub mod config;
+pub mod decoder;
+pub mod error;
+pub mod io;
+pub mod layout;
+pub mod memory;
+pub mod ops;
+pub mod tiled;
+
+pub use config::{Model, NORM_EPS, VaeConfig};
+pub use decoder::{Decoder, ScratchCaps};
+pub use error::{Result, SdError};
+pub use layout::{KeyLayout, KeyStyle};
+pub use memory::{MemoryPlan, peak_rss_bytes};
+pub use tiled::{TileSpec, decode_tiled};

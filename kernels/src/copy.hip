@@ -24,6 +24,11 @@
 //   out[y][x] = in[floor(y*h/oh)][floor(x*w/ow)], computed exactly in integers (PyTorch's
 //   "nearest" for integer scale factors).
 //   Launch: 1-D over planes*oh*ow, blockDim.x <= 256, any gridDim.x.
+// pool2d_{max,avg}_<dtype>  (rv_i64 planes, rv_i32 h, rv_i32 w, rv_i32 oh, rv_i32 ow, rv_i32 kh,
+//                           rv_i32 kw, rv_i32 sh, rv_i32 sw, const T* in, T* out)
+//   Max / average over kh x kw windows at stride (sh, sw), no padding (every window lies
+//   inside the input: oh = (h - kh) / sh + 1). The average accumulates in f32 (f64 for f64).
+//   Launch: 1-D over planes*oh*ow, blockDim.x <= 256, any gridDim.x.
 #include "prelude.h"
 
 template <typename T>
@@ -132,6 +137,30 @@ __device__ void rv_upsample_nearest2d(rv_i64 planes, rv_i32 h, rv_i32 w, rv_i32 
     }
 }
 
+template <typename T, bool MAX>
+__device__ void rv_pool2d(rv_i64 planes, rv_i32 h, rv_i32 w, rv_i32 oh, rv_i32 ow, rv_i32 kh, rv_i32 kw, rv_i32 sh,
+                          rv_i32 sw, const T* __restrict__ in, T* __restrict__ out) {
+    typedef typename rv_type<T>::acc A;
+    const rv_i64 numel = planes * oh * ow;
+    const bool small = rv_is_small(numel);
+    for (rv_i64 i = rv_global_id(); i < numel; i += rv_grid_stride()) {
+        rv_i64 plane;
+        int y, x;
+        rv_plane_yx(i, oh, ow, small, &plane, &y, &x);
+        const T* src = in + (plane * h + (rv_i64)y * sh) * w + (rv_i64)x * sw;
+        A acc = MAX ? rv_type<T>::to_acc(src[0]) : (A)0;
+        for (int r = 0; r < kh; ++r) {
+            for (int c = 0; c < kw; ++c) {
+                const A v = rv_type<T>::to_acc(src[(rv_i64)r * w + c]);
+                // NaN propagates through max, as in PyTorch.
+                if (MAX) acc = (v > acc || v != v) ? v : acc;
+                else acc += v;
+            }
+        }
+        out[i] = rv_type<T>::from_acc(MAX ? acc : acc / (A)(kh * kw));
+    }
+}
+
 #define RV_EXPORT_COPY_STRIDED(NAME, T)                                                                            \
     RV_KERNEL void RV_BOUNDS NAME(rv_i64 numel, rv_strided src_view, const T* in, T* out) {                \
         rv_copy_strided<T>(numel, src_view, in, out);                                                      \
@@ -181,6 +210,21 @@ RV_EXPORT_PAD2D(pad2d_replicate_b8, RV_PAD_REPLICATE, rv_u8)
 RV_EXPORT_PAD2D(pad2d_replicate_b16, RV_PAD_REPLICATE, rv_u16)
 RV_EXPORT_PAD2D(pad2d_replicate_b32, RV_PAD_REPLICATE, rv_u32)
 RV_EXPORT_PAD2D(pad2d_replicate_b64, RV_PAD_REPLICATE, rv_u64)
+#define RV_EXPORT_POOL2D(NAME, MAX, T)                                                                             \
+    RV_KERNEL void RV_BOUNDS NAME(rv_i64 planes, rv_i32 h, rv_i32 w, rv_i32 oh, rv_i32 ow, rv_i32 kh, rv_i32 kw,   \
+                                  rv_i32 sh, rv_i32 sw, const T* in, T* out) {                                     \
+        rv_pool2d<T, MAX>(planes, h, w, oh, ow, kh, kw, sh, sw, in, out);                                          \
+    }
+
+RV_EXPORT_POOL2D(pool2d_max_f32, true, float)
+RV_EXPORT_POOL2D(pool2d_max_f16, true, rv_half)
+RV_EXPORT_POOL2D(pool2d_max_bf16, true, rv_bf16)
+RV_EXPORT_POOL2D(pool2d_max_f64, true, double)
+RV_EXPORT_POOL2D(pool2d_avg_f32, false, float)
+RV_EXPORT_POOL2D(pool2d_avg_f16, false, rv_half)
+RV_EXPORT_POOL2D(pool2d_avg_bf16, false, rv_bf16)
+RV_EXPORT_POOL2D(pool2d_avg_f64, false, double)
+
 RV_EXPORT_UPSAMPLE_NEAREST2D(upsample_nearest2d_b8, rv_u8)
 RV_EXPORT_UPSAMPLE_NEAREST2D(upsample_nearest2d_b16, rv_u16)
 RV_EXPORT_UPSAMPLE_NEAREST2D(upsample_nearest2d_b32, rv_u32)

@@ -687,6 +687,27 @@ const COPY: &[Family] = &[
         launch: Launch::GridStride,
         doc: "out[y][x] = in[floor(y*h/oh)][floor(x*w/ow)] in exact integer arithmetic.",
     },
+    Family {
+        pattern: "pool2d_{op}_{dtype}",
+        export_macro: "RV_EXPORT_POOL2D",
+        ops: &["max", "avg"],
+        types: Types::Float,
+        args: &[
+            arg("planes", ArgType::I64, "n*c"),
+            arg("h", ArgType::I32, "input height"),
+            arg("w", ArgType::I32, "input width"),
+            arg("oh", ArgType::I32, "output height = (h - kh) / sh + 1"),
+            arg("ow", ArgType::I32, "output width = (w - kw) / sw + 1"),
+            arg("kh", ArgType::I32, "window height"),
+            arg("kw", ArgType::I32, "window width"),
+            arg("sh", ArgType::I32, "vertical stride"),
+            arg("sw", ArgType::I32, "horizontal stride"),
+            arg("in", cptr(Elem::T), "input [planes, h, w]"),
+            arg("out", mptr(Elem::T), "output [planes, oh, ow]"),
+        ],
+        launch: Launch::GridStride,
+        doc: "Max / average pooling without padding; the average accumulates in f32 (f64 for f64), max propagates NaN.",
+    },
 ];
 
 const RV_REDUCE_OPS: &[&str] = &["sum", "max", "min"];

@@ -1,0 +1,256 @@
+//! `sd-vae-decode`: latents in, PNG out, with the SD 1.x/2.x, SDXL, SD3 or FLUX VAE.
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use examples_sd::io::{check_outputs, load_latents, output_paths, write_png};
+use examples_sd::memory::format_bytes;
+use examples_sd::{Decoder, MemoryPlan, Model, TileSpec, VaeConfig, decode_tiled, peak_rss_bytes};
+use indicatif::{ProgressBar, ProgressStyle};
+use rocm_vision::{Budget, DType, Device, DeviceKind, Weights};
+use std::cell::RefCell;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Decode diffusion latents to images with a Stable Diffusion / FLUX VAE.
+///
+/// Latents are taken as the diffusion model emits them; the model's scaling (and shift)
+/// is undone here. A batch of N latents writes N images: OUT_0.png … OUT_{N-1}.png.
+#[derive(Parser, Debug)]
+#[command(name = "sd-vae-decode", version)]
+struct Args {
+    /// VAE weights (.safetensors): diffusers or original (CompVis/ldm, BFL) key layout,
+    /// optionally under a `first_stage_model.` or `vae.` prefix (a full SD checkpoint works).
+    #[arg(long)]
+    vae: PathBuf,
+    /// Latents: .safetensors or .npy, shape [N, C, h, w] or [C, h, w].
+    #[arg(long)]
+    latents: PathBuf,
+    /// Output PNG (for a batch: OUT_0.png, OUT_1.png, …).
+    #[arg(long)]
+    out: PathBuf,
+    /// Model preset (architecture and latent scaling): sd (1.x/2.x), sdxl, sd3, flux.
+    /// Required unless --config is given.
+    #[arg(long)]
+    model: Option<String>,
+    /// A diffusers AutoencoderKL config.json; overrides the preset.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// auto, cpu or rocm[:N].
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Compute dtype: f32, f16 or bf16.
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Memory budget for the decode (weights, activations and scratch): 12GiB, 800MiB,
+    /// 80% (of free memory). On the CPU this is host memory. Without it, no fit check
+    /// and default scratch sizes.
+    #[arg(long)]
+    vram_budget: Option<String>,
+    /// Decode in overlapping tiles (APPROXIMATE: GroupNorm statistics and attention become
+    /// per tile). Tile size: --tile-size, else the largest that fits --vram-budget (one
+    /// tile, i.e. exact, when the whole latent fits), else 64.
+    #[arg(long)]
+    tiled: bool,
+    /// Tile side in latent pixels (with --tiled).
+    #[arg(long, requires = "tiled")]
+    tile_size: Option<usize>,
+    /// Tile overlap in latent pixels (with --tiled; default a quarter of the tile).
+    #[arg(long, requires = "tiled")]
+    tile_overlap: Option<usize>,
+    /// Overwrite existing output files.
+    #[arg(long)]
+    force: bool,
+    /// Tensor name in a latents .safetensors file (default: the only tensor, or
+    /// `latents`, `latent`, `samples`, `z`).
+    #[arg(long)]
+    latent_key: Option<String>,
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn parse_dtype(s: &str) -> Result<DType> {
+    Ok(match s.trim().to_ascii_lowercase().as_str() {
+        "f32" | "float32" => DType::F32,
+        "f16" | "float16" | "fp16" => DType::F16,
+        "bf16" | "bfloat16" => DType::BF16,
+        _ => bail!("unknown --dtype {s:?}: expected f32, f16 or bf16"),
+    })
+}
+
+/// Progress per stage: a bar on a terminal, plain lines otherwise.
+struct Progress {
+    bar: Option<ProgressBar>,
+    start: Instant,
+    done: u64,
+    total: u64,
+}
+
+impl Progress {
+    fn new(total: u64) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = ProgressBar::new(total);
+            b.set_style(
+                ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
+            b
+        });
+        Progress { bar, start: Instant::now(), done: 0, total }
+    }
+
+    fn step(&mut self, what: &str) {
+        self.done += 1;
+        match &self.bar {
+            Some(b) => {
+                b.set_message(what.to_string());
+                b.inc(1);
+            }
+            None => {
+                eprintln!("[{:>3}/{}] {what} done ({:.2} s)", self.done, self.total, self.start.elapsed().as_secs_f64())
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn run(args: Args) -> Result<()> {
+    let t0 = Instant::now();
+    let dtype = parse_dtype(&args.dtype)?;
+    let config = match (&args.config, &args.model) {
+        (Some(path), _) => VaeConfig::from_diffusers_json(path)?,
+        (None, Some(m)) => m.parse::<Model>()?.config(),
+        (None, None) => bail!("give --model (sd, sdxl, sd3, flux) or --config config.json"),
+    };
+    // Fail on a device we do not have before reading anything large.
+    let probe = if args.device.trim().eq_ignore_ascii_case("auto") {
+        let (d, why) = Device::auto();
+        if let Some(why) = why {
+            eprintln!("note: {why}");
+        }
+        d
+    } else {
+        Device::parse(&args.device)?
+    };
+    let budget = match &args.vram_budget {
+        Some(s) => {
+            let b: Budget = s.parse()?;
+            Some(b.resolve(host_available_bytes))
+        }
+        None => None,
+    };
+
+    let latents = load_latents(&args.latents, args.latent_key.as_deref(), &probe)?;
+    let latents = examples_sd::decoder::check_latent_shape(&latents, config.latent_channels).with_context(|| {
+        format!("{} for --model/--config with {} latent channels", args.latents.display(), config.latent_channels)
+    })?;
+    let (n, h, w) = (latents.dims()[0], latents.dims()[2], latents.dims()[3]);
+    let outs = output_paths(&args.out, n);
+    check_outputs(&outs, args.force)?;
+
+    let tile = if args.tiled && args.tile_size.is_some() {
+        let t = args.tile_size.unwrap_or(TileSpec::DEFAULT.tile);
+        let spec = TileSpec { tile: t, overlap: args.tile_overlap.unwrap_or(t / 4) };
+        spec.validate()?;
+        Some(spec)
+    } else {
+        None
+    };
+    let mut plan = MemoryPlan::new(&config, dtype, (h, w), budget, args.tiled, tile)?;
+    if let (Some(o), Some(t)) = (args.tile_overlap, plan.tile.as_mut()) {
+        t.overlap = o;
+        t.validate()?;
+    }
+
+    // On the CPU the budget caps the conv engine's workspace (what is left after weights
+    // and activations); on ROCm the device allocator enforces the whole budget.
+    let device = match (probe.kind(), plan.conv_workspace, plan.budget) {
+        (DeviceKind::Cpu, Some(ws), _) => Device::cpu_with_budget(Budget::bytes(ws)),
+        (DeviceKind::Rocm(i), _, Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
+        _ => probe,
+    };
+    let weights = Weights::open(&args.vae, &device)?;
+    let mut decoder = Decoder::load(&weights, &config, dtype)?;
+    decoder.set_scratch_caps(plan.caps);
+    let latents = latents.to_device(&device)?;
+    eprintln!(
+        "{}: {} on {device}, {dtype:?}; latents {:?} → {}x{}{}; budget {}",
+        args.vae.display(),
+        decoder.layout(),
+        latents.dims(),
+        h * config.upscale(),
+        w * config.upscale(),
+        match plan.tile {
+            Some(t) => format!(", tiled {}x{} overlap {} (approximate)", t.tile, t.tile, t.overlap),
+            None => String::new(),
+        },
+        plan.budget.map_or("none (library defaults)".to_string(), format_bytes),
+    );
+    let load_s = t0.elapsed().as_secs_f64();
+
+    let milestones = decoder.milestones();
+    let tiles = plan.tile.map_or(1, |t| {
+        examples_sd::tiled::tile_starts(h, t.tile, t.overlap).len()
+            * examples_sd::tiled::tile_starts(w, t.tile, t.overlap).len()
+    });
+    let mut progress = Progress::new((n * tiles * milestones.len()) as u64);
+    // Set by the tile callback, read by the stage observer (same thread, in turn).
+    let label = RefCell::new(String::new());
+    let t1 = Instant::now();
+    let images = {
+        let mut observe = |name: &str, _: &rocm_vision::Tensor| {
+            if milestones.iter().any(|m| m == name) {
+                progress.step(&format!("{}{}", label.borrow(), name.trim_start_matches("decoder.")));
+            }
+        };
+        match plan.tile {
+            None => decoder.decode(&latents, &mut observe)?,
+            Some(spec) => decode_tiled(&decoder, &latents, spec, &mut observe, &mut |i, count| {
+                *label.borrow_mut() = format!("tile {}/{count}: ", i + 1);
+            })?,
+        }
+    };
+    progress.finish();
+    let decode_s = t1.elapsed().as_secs_f64();
+    for (i, path) in outs.iter().enumerate() {
+        write_png(&images.narrow(0, i, 1)?, path, args.force)?;
+    }
+    let peak = match device.peak_memory() {
+        Some(b) => format!("peak device memory {}", format_bytes(b)),
+        None => format!("peak RSS {}", peak_rss_bytes().map_or("unknown".to_string(), format_bytes)),
+    };
+    println!(
+        "wrote {} in {:.2} s (load {:.2} s, decode {:.2} s); {peak}",
+        outs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+        t0.elapsed().as_secs_f64(),
+        load_s,
+        decode_s
+    );
+    Ok(())
+}
+
+/// `MemAvailable` of /proc/meminfo, for a `--vram-budget` given as a percentage.
+fn host_available_bytes() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+            l.split_whitespace().nth(1)?.parse::<usize>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
+}

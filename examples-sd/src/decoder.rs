@@ -1,0 +1,380 @@
+//! The `AutoencoderKL` decoder: post_quant_conv, conv_in, mid block (resnet, attention,
+//! resnet), up blocks (resnets, nearest-2x upsampler + conv), GroupNorm + SiLU, conv_out.
+//!
+//! Memory discipline: every block takes its input by value and drops it as soon as it is
+//! dead; a binding is reassigned (not shadowed) so the previous tensor is freed when the
+//! next one exists; residual adds write into the fresh conv output; a channel-reducing
+//! shortcut runs before conv1 so the wide input dies early; the upsampler's conv runs in
+//! row bands; attention scores are computed in query chunks within a byte cap.
+
+use crate::config::{NORM_EPS, VaeConfig};
+use crate::error::{Result, SdError};
+use crate::layout::{KeyLayout, KeyStyle};
+use crate::ops;
+use rocm_vision::nn::{Conv2d, GroupNorm, Linear, SpatialAttention};
+use rocm_vision::{Conv2dParams, DType, Device, Tensor, Weights};
+
+/// Byte caps of the decoder's own scratch buffers (the conv engine's workspace cap lives
+/// in the [`Device`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScratchCaps {
+    /// Attention: the f32 score matrix of one query chunk.
+    pub attention_scores: usize,
+    /// Upsampler: the upsampled input rows of one band.
+    pub upsample_band: usize,
+}
+
+impl Default for ScratchCaps {
+    fn default() -> Self {
+        ScratchCaps { attention_scores: SpatialAttention::DEFAULT_MAX_SCORE_BYTES, upsample_band: 64 << 20 }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Resnet {
+    norm1: GroupNorm,
+    conv1: Conv2d,
+    norm2: GroupNorm,
+    conv2: Conv2d,
+    shortcut: Option<Conv2d>,
+    /// Run the shortcut before conv1 (it narrows the channels, so the input dies sooner).
+    shortcut_first: bool,
+}
+
+impl Resnet {
+    fn load(w: &Weights, layout: &KeyLayout, key: &str, cin: usize, cout: usize, groups: usize) -> Result<Resnet> {
+        let conv3 = Conv2dParams::default().with_padding(1);
+        let p = |s: &str| w.pp(format!("{key}.{s}"));
+        let shortcut = if cin != cout {
+            Some(Conv2d::load(&p(layout.shortcut()), cin, cout, 1, Conv2dParams::default())?)
+        } else {
+            None
+        };
+        Ok(Resnet {
+            norm1: GroupNorm::load(&p("norm1"), groups, cin, NORM_EPS)?,
+            conv1: Conv2d::load(&p("conv1"), cin, cout, 3, conv3)?,
+            norm2: GroupNorm::load(&p("norm2"), groups, cout, NORM_EPS)?,
+            conv2: Conv2d::load(&p("conv2"), cout, cout, 3, conv3)?,
+            shortcut,
+            shortcut_first: cout <= cin,
+        })
+    }
+
+    fn forward(&self, x: Tensor) -> Result<Tensor> {
+        let mut h = self.norm1.forward_silu(&x)?;
+        let mut input = Some(x);
+        let mut skip = None;
+        if let (Some(sc), true) = (&self.shortcut, self.shortcut_first) {
+            let x = input.take().expect("input not yet consumed");
+            skip = Some(sc.forward(&x)?);
+        }
+        h = self.conv1.forward(&h)?;
+        h = self.norm2.forward_silu(&h)?;
+        h = self.conv2.forward(&h)?;
+        let skip = match (skip, input, &self.shortcut) {
+            (Some(s), _, _) => s,
+            (None, Some(x), Some(sc)) => sc.forward(&x)?,
+            (None, Some(x), None) => x,
+            (None, None, _) => return Err(SdError::Output("resnet: residual lost (internal error)".into())),
+        };
+        ops::add_assign(h, &skip)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct UpBlock {
+    resnets: Vec<Resnet>,
+    upsampler: Option<Conv2d>,
+}
+
+/// A loaded decoder, ready to decode latents of its configuration.
+#[derive(Clone, Debug)]
+pub struct Decoder {
+    config: VaeConfig,
+    layout: KeyLayout,
+    dtype: DType,
+    device: Device,
+    caps: ScratchCaps,
+    post_quant_conv: Option<Conv2d>,
+    conv_in: Conv2d,
+    mid_resnets: [Resnet; 2],
+    attention: Option<SpatialAttention>,
+    up_blocks: Vec<UpBlock>,
+    norm_out: GroupNorm,
+    conv_out: Conv2d,
+}
+
+impl Decoder {
+    /// Loads the decoder from `weights` (diffusers or original key layout, detected),
+    /// converting every tensor to `dtype`. The weights must match `config`: the latent
+    /// and top channel counts are checked first, then every tensor's shape.
+    pub fn load(weights: &Weights, config: &VaeConfig, dtype: DType) -> Result<Decoder> {
+        config.validate()?;
+        let layout = KeyLayout::detect(weights, config.num_up_blocks())?;
+        check_matches_config(weights, &layout, config)?;
+        let w = weights.clone().with_dtype(dtype);
+        let groups = config.norm_num_groups;
+        let (lat, top) = (config.latent_channels, config.top_channels());
+        let conv3 = Conv2dParams::default().with_padding(1);
+        let post_quant_conv = if config.use_post_quant_conv {
+            Some(Conv2d::load(&w.pp(layout.post_quant_conv()), lat, lat, 1, Conv2dParams::default())?)
+        } else {
+            None
+        };
+        let conv_in = Conv2d::load(&w.pp(layout.conv_in()), lat, top, 3, conv3)?;
+        let mid_resnets = [
+            Resnet::load(&w, &layout, &layout.mid_resnet(0), top, top, groups)?,
+            Resnet::load(&w, &layout, &layout.mid_resnet(1), top, top, groups)?,
+        ];
+        let attention =
+            if config.mid_block_add_attention { Some(load_attention(&w, &layout, top, groups)?) } else { None };
+        let n = config.num_up_blocks();
+        let mut up_blocks = Vec::with_capacity(n);
+        for (i, (cin, cout)) in config.up_block_channels().into_iter().enumerate() {
+            let resnets = (0..=config.layers_per_block)
+                .map(|j| {
+                    Resnet::load(&w, &layout, &layout.up_resnet(i, j), if j == 0 { cin } else { cout }, cout, groups)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let upsampler = if i + 1 < n {
+                Some(Conv2d::load(&w.pp(layout.upsampler_conv(i)), cout, cout, 3, conv3)?)
+            } else {
+                None
+            };
+            up_blocks.push(UpBlock { resnets, upsampler });
+        }
+        let c0 = config.block_out_channels[0];
+        let norm_out = GroupNorm::load(&w.pp(layout.norm_out()), groups, c0, NORM_EPS)?;
+        let conv_out = Conv2d::load(&w.pp(layout.conv_out()), c0, config.out_channels, 3, conv3)?;
+        let mut d = Decoder {
+            config: config.clone(),
+            layout,
+            dtype,
+            device: conv_in.weight.device().clone(),
+            caps: ScratchCaps::default(),
+            post_quant_conv,
+            conv_in,
+            mid_resnets,
+            attention,
+            up_blocks,
+            norm_out,
+            conv_out,
+        };
+        d.set_scratch_caps(ScratchCaps::default());
+        Ok(d)
+    }
+
+    pub fn set_scratch_caps(&mut self, caps: ScratchCaps) {
+        self.caps = caps;
+        if let Some(a) = &mut self.attention {
+            a.max_score_bytes = caps.attention_scores.max(1);
+        }
+    }
+
+    pub fn config(&self) -> &VaeConfig {
+        &self.config
+    }
+
+    pub fn layout(&self) -> &KeyLayout {
+        &self.layout
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Names of the stages [`Decoder::decode_z`] reports that mark progress: the mid
+    /// block, each up block, and conv_out (the end).
+    pub fn milestones(&self) -> Vec<String> {
+        let mut m = vec!["decoder.mid_block".to_string()];
+        m.extend((0..self.up_blocks.len()).map(|i| format!("decoder.up_blocks.{i}")));
+        m.push("decoder.conv_out".into());
+        m
+    }
+
+    /// Checks that `latents` is `[N, C, h, w]` or `[C, h, w]` with this model's `C`, and
+    /// returns it as `[N, C, h, w]`.
+    pub fn check_latents(&self, latents: &Tensor) -> Result<Tensor> {
+        check_latent_shape(latents, self.config.latent_channels)
+    }
+
+    /// Latents as a diffusion model emits them → the decoder input `z` (computed in f32,
+    /// then converted to the decoder's dtype): `latents / scaling + shift`, or with
+    /// per-channel statistics `latents · std / scaling + mean`.
+    pub fn unscale(&self, latents: &Tensor) -> Result<Tensor> {
+        let x = self.check_latents(latents)?.to_dtype(DType::F32)?;
+        let c = &self.config;
+        let z = match (&c.latents_mean, &c.latents_std) {
+            (Some(mean), Some(std)) => {
+                let ch = |v: &[f64]| {
+                    Tensor::from_vec(v.iter().map(|&x| x as f32).collect(), &[1, v.len(), 1, 1], latents.device())
+                };
+                x.mul(&ch(std)?)?.affine(1.0 / c.scaling_factor, 0.0)?.add(&ch(mean)?)?
+            }
+            _ => x.affine(1.0 / c.scaling_factor, c.shift_factor.unwrap_or(0.0))?,
+        };
+        Ok(z.to_dtype(self.dtype)?)
+    }
+
+    /// Decodes latents (as a diffusion model emits them; `[N, C, h, w]` or `[C, h, w]`)
+    /// to images `[N, out_channels, 8h, 8w]` in f32, one batch item at a time (so the
+    /// peak memory is one item's). Values are in about [-1, 1], unclamped.
+    pub fn decode(&self, latents: &Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
+        let z = self.unscale(latents)?;
+        let n = z.dim(0)?;
+        let mut images = Vec::with_capacity(n);
+        for i in 0..n {
+            images.push(self.decode_z(z.narrow(0, i, 1)?.contiguous()?, observe)?.to_dtype(DType::F32)?);
+        }
+        let refs: Vec<&Tensor> = images.iter().collect();
+        Ok(Tensor::cat(&refs, 0)?)
+    }
+
+    /// Runs the network on `z` (already un-scaled, in the decoder's dtype). `observe` sees
+    /// each stage's output under its diffusers module name (`post_quant_conv`,
+    /// `decoder.conv_in`, `decoder.mid_block.resnets.0`, `decoder.mid_block.attentions.0`,
+    /// `decoder.mid_block`, `decoder.up_blocks.{i}`, `decoder.conv_out`).
+    pub fn decode_z(&self, z: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
+        if z.rank() != 4 || z.dims()[1] != self.config.latent_channels {
+            return Err(SdError::Latents(format!(
+                "decoder input must be [N, {}, h, w], got {:?}",
+                self.config.latent_channels,
+                z.dims()
+            )));
+        }
+        let mut x = match &self.post_quant_conv {
+            Some(c) => {
+                let y = c.forward(&z)?;
+                observe("post_quant_conv", &y);
+                y
+            }
+            None => z,
+        };
+        x = self.conv_in.forward(&x)?;
+        observe("decoder.conv_in", &x);
+        x = self.mid_resnets[0].forward(x)?;
+        observe("decoder.mid_block.resnets.0", &x);
+        if let Some(a) = &self.attention {
+            x = a.forward(&x)?;
+            observe("decoder.mid_block.attentions.0", &x);
+        }
+        x = self.mid_resnets[1].forward(x)?;
+        observe("decoder.mid_block", &x);
+        for (i, block) in self.up_blocks.iter().enumerate() {
+            for r in &block.resnets {
+                x = r.forward(x)?;
+            }
+            if let Some(up) = &block.upsampler {
+                x = ops::upsample2x_conv3x3(&x, up, self.caps.upsample_band)?;
+            }
+            observe(&format!("decoder.up_blocks.{i}"), &x);
+        }
+        x = self.norm_out.forward_silu(&x)?;
+        x = self.conv_out.forward(&x)?;
+        observe("decoder.conv_out", &x);
+        Ok(x)
+    }
+}
+
+/// `[N, C, h, w]` or `[C, h, w]` (→ `[1, C, h, w]`) with `channels` channels.
+pub fn check_latent_shape(latents: &Tensor, channels: usize) -> Result<Tensor> {
+    let x = match latents.rank() {
+        4 => latents.clone(),
+        3 => latents.reshape(&[&[1], latents.dims()].concat())?,
+        _ => {
+            return Err(SdError::Latents(format!(
+                "expected shape [N, {channels}, h, w] or [{channels}, h, w], got {:?} (rank {})",
+                latents.dims(),
+                latents.rank()
+            )));
+        }
+    };
+    let d = x.dims();
+    if d[1] != channels {
+        return Err(SdError::Latents(format!(
+            "the VAE takes {channels} latent channels, but the latents have {} (shape {:?})",
+            d[1],
+            latents.dims()
+        )));
+    }
+    if d[0] == 0 || d[2] == 0 || d[3] == 0 {
+        return Err(SdError::Latents(format!("empty latents of shape {:?}", latents.dims())));
+    }
+    if !latents.dtype().is_float() {
+        return Err(SdError::Latents(format!("dtype {:?}: latents must be floating point", latents.dtype())));
+    }
+    Ok(x)
+}
+
+/// Checks the weights' conv_in against the config before loading everything, so a wrong
+/// `--model` is reported as such rather than as one odd tensor shape.
+fn check_matches_config(w: &Weights, layout: &KeyLayout, config: &VaeConfig) -> Result<()> {
+    let path = w.path().to_path_buf();
+    let key = format!("{}.weight", layout.conv_in());
+    let (lat, top) = (config.latent_channels, config.top_channels());
+    match w.info(&key) {
+        Some((shape, _)) if shape.len() == 4 && shape[1] == lat && shape[0] == top => {}
+        Some((shape, _)) if shape.len() == 4 => {
+            return Err(SdError::WeightsMismatch {
+                path,
+                msg: format!(
+                    "{key} has shape {shape:?}: this VAE takes {} latent channels into {} channels, \
+                     but the configuration expects {lat} into {top} (wrong --model or --config?)",
+                    shape[1], shape[0]
+                ),
+            });
+        }
+        Some((shape, _)) => {
+            return Err(SdError::WeightsMismatch { path, msg: format!("{key} has shape {shape:?}, expected 4-D") });
+        }
+        None => return Err(SdError::WeightsMismatch { path, msg: format!("missing tensor {key:?}") }),
+    }
+    let pq = format!("{}.weight", layout.post_quant_conv());
+    match (config.use_post_quant_conv, w.contains(&pq)) {
+        (true, false) => Err(SdError::WeightsMismatch {
+            path,
+            msg: format!(
+                "the configuration has a post_quant_conv (SD 1.x/2.x/SDXL) but the file has no {pq:?} \
+                 (an SD3/FLUX VAE? check --model)"
+            ),
+        }),
+        (false, true) => Err(SdError::WeightsMismatch {
+            path,
+            msg: format!(
+                "the file has {pq:?} but the configuration has no post_quant_conv (SD3/FLUX); \
+                 an SD 1.x/2.x/SDXL VAE? check --model"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn load_attention(w: &Weights, layout: &KeyLayout, c: usize, groups: usize) -> Result<SpatialAttention> {
+    let a = w.pp(layout.attention());
+    let [norm, q, k, v, out] = layout.attention_parts();
+    let linear = |name: &str| -> Result<Linear> {
+        let p = a.pp(name);
+        let weight = match layout.style {
+            KeyStyle::Diffusers => p.get("weight", &[c, c])?,
+            // The original layout stores these as 1x1 convs.
+            KeyStyle::Original => match p.info("weight").map(|(s, _)| s) {
+                Some(s) if s == [c, c] => p.get("weight", &[c, c])?,
+                _ => p.get("weight", &[c, c, 1, 1])?.reshape(&[c, c])?,
+            },
+        };
+        let bias = if p.contains("bias") { Some(p.get("bias", &[c])?) } else { None };
+        Ok(Linear::new(weight, bias))
+    };
+    Ok(SpatialAttention {
+        norm: GroupNorm::load(&a.pp(norm), groups, c, NORM_EPS)?,
+        q: linear(q)?,
+        k: linear(k)?,
+        v: linear(v)?,
+        out: linear(out)?,
+        max_score_bytes: SpatialAttention::DEFAULT_MAX_SCORE_BYTES,
+    })
+}

@@ -1,0 +1,175 @@
+//! Latents in (safetensors or .npy), PNG images out.
+
+use crate::error::{Result, SdError};
+use rocm_vision::{DType, Device, Tensor, Weights};
+use std::path::{Path, PathBuf};
+
+/// Keys tried, in order, when a latents file holds several tensors and none was named.
+pub const LATENT_KEYS: [&str; 4] = ["latents", "latent", "samples", "z"];
+
+/// Loads latents as f32: a `.npy` array, or a tensor of a safetensors file (`key`, else the
+/// only tensor, else the first of [`LATENT_KEYS`] present).
+pub fn load_latents(path: &Path, key: Option<&str>, device: &Device) -> Result<Tensor> {
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    let t = match ext.as_deref() {
+        Some("npy") => {
+            let t = candle_core::Tensor::read_npy(path)
+                .map_err(|e| SdError::Latents(format!("{}: cannot read .npy: {e}", path.display())))?;
+            if !t.dtype().is_float() {
+                return Err(SdError::Latents(format!(
+                    "{}: dtype {:?}; latents must be floating point",
+                    path.display(),
+                    t.dtype()
+                )));
+            }
+            Tensor::from_candle(t, device)?
+        }
+        Some("safetensors") => {
+            let w = Weights::open(path, device)?;
+            let keys: Vec<&str> = w.keys().collect();
+            let name = match key {
+                Some(k) if w.contains(k) => k.to_string(),
+                Some(k) => {
+                    return Err(SdError::Latents(format!(
+                        "{}: no tensor {k:?}; the file has {:?}",
+                        path.display(),
+                        &keys[..keys.len().min(10)]
+                    )));
+                }
+                None if keys.len() == 1 => keys[0].to_string(),
+                None => match LATENT_KEYS.iter().find(|k| w.contains(k)) {
+                    Some(k) => k.to_string(),
+                    None => {
+                        return Err(SdError::Latents(format!(
+                            "{}: {} tensors and none named {:?}; pick one with --latent-key (the file has {:?})",
+                            path.display(),
+                            keys.len(),
+                            LATENT_KEYS,
+                            &keys[..keys.len().min(10)]
+                        )));
+                    }
+                },
+            };
+            w.get_unchecked_shape(&name)?
+        }
+        _ => {
+            return Err(SdError::Latents(format!("{}: expected a .safetensors or .npy file", path.display())));
+        }
+    };
+    Ok(t.to_dtype(DType::F32)?)
+}
+
+/// The files a batch of `n` images is written to: `out` itself for one image, else
+/// `<stem>_<i>.<ext>` next to it.
+pub fn output_paths(out: &Path, n: usize) -> Vec<PathBuf> {
+    if n == 1 {
+        return vec![out.to_path_buf()];
+    }
+    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let ext = out.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+    (0..n).map(|i| out.with_file_name(format!("{stem}_{i}{ext}"))).collect()
+}
+
+/// Fails, before any work, if an output is not a `.png` path in an existing directory,
+/// or exists and `force` is off.
+pub fn check_outputs(paths: &[PathBuf], force: bool) -> Result<()> {
+    for p in paths {
+        let ext = p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if ext.as_deref() != Some("png") {
+            return Err(SdError::Output(format!("{}: the output must be a .png file", p.display())));
+        }
+        if p.file_name().is_none() {
+            return Err(SdError::Output(format!("{}: not a file path", p.display())));
+        }
+        let dir = parent_dir(p);
+        if !dir.is_dir() {
+            return Err(SdError::Output(format!("{}: directory {} does not exist", p.display(), dir.display())));
+        }
+        if p.is_dir() {
+            return Err(SdError::Output(format!("{} is a directory", p.display())));
+        }
+        if p.exists() && !force {
+            return Err(SdError::OutputExists { path: p.clone() });
+        }
+    }
+    Ok(())
+}
+
+fn parent_dir(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// diffusers' image post-processing: `round(clamp(x / 2 + 0.5, 0, 1) · 255)` per value,
+/// rounding half to even as numpy's `round` does; channel-planar in, interleaved out.
+pub fn to_pixels(planar: &[f32], channels: usize, h: usize, w: usize) -> Vec<u8> {
+    let mut out = vec![0u8; channels * h * w];
+    for c in 0..channels {
+        for (i, &x) in planar[c * h * w..(c + 1) * h * w].iter().enumerate() {
+            let v = ((x / 2.0 + 0.5).clamp(0.0, 1.0) * 255.0).round_ties_even();
+            // NaN casts to 0.
+            out[i * channels + c] = v as u8;
+        }
+    }
+    out
+}
+
+/// Writes one `[C, H, W]` or `[1, C, H, W]` image (C = 1, 3 or 4) in about [-1, 1] as a
+/// PNG: to a temporary file in the target directory, then renamed into place, so a
+/// failed run never leaves a partial image under the requested name.
+pub fn write_png(image: &Tensor, path: &Path, force: bool) -> Result<()> {
+    let d = image.dims().to_vec();
+    let (c, h, w) = match d[..] {
+        [1, c, h, w] | [c, h, w] => (c, h, w),
+        _ => return Err(SdError::Output(format!("an image must be [C, H, W], got {d:?}"))),
+    };
+    let color = match c {
+        1 => image::ColorType::L8,
+        3 => image::ColorType::Rgb8,
+        4 => image::ColorType::Rgba8,
+        _ => return Err(SdError::Output(format!("cannot write a {c}-channel image as PNG (1, 3 or 4)"))),
+    };
+    let (Ok(w32), Ok(h32)) = (u32::try_from(w), u32::try_from(h)) else {
+        return Err(SdError::Output(format!("image {w}x{h} is too large for PNG")));
+    };
+    let pixels = to_pixels(&image.to_dtype(DType::F32)?.to_vec::<f32>()?, c, h, w);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = parent_dir(path).join(format!(".{name}.{}.tmp", std::process::id()));
+    let img_err = |msg: String| SdError::Image { path: path.to_path_buf(), msg };
+    if let Err(e) = image::save_buffer_with_format(&tmp, &pixels, w32, h32, color, image::ImageFormat::Png) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(img_err(format!("writing {}: {e}", tmp.display())));
+    }
+    // Checked again: the file may have appeared while decoding.
+    if !force && path.exists() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(SdError::OutputExists { path: path.to_path_buf() });
+    }
+    std::fs::rename(&tmp, path).map_err(|source| {
+        let _ = std::fs::remove_file(&tmp);
+        SdError::Io { path: path.to_path_buf(), source }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pixels_follow_diffusers_rounding() {
+        // x = -1 → 0, 1 → 255, 0 → 127.5 → 128, out of range clamps, NaN → 0.
+        let v = [-1.0f32, 1.0, 0.0, 5.0, -3.0, f32::NAN, -0.5, 0.1];
+        assert_eq!(to_pixels(&v, 1, 1, 8), vec![0, 255, 128, 255, 0, 0, 64, 140]);
+        // Planar to interleaved.
+        assert_eq!(to_pixels(&[-1.0, 1.0, 1.0, -1.0], 2, 1, 2), vec![0, 255, 255, 0]);
+    }
+
+    #[test]
+    fn batch_outputs_are_numbered() {
+        let p = output_paths(Path::new("dir/out.png"), 3);
+        assert_eq!(p, vec![PathBuf::from("dir/out_0.png"), "dir/out_1.png".into(), "dir/out_2.png".into()]);
+        assert_eq!(output_paths(Path::new("out.png"), 1), vec![PathBuf::from("out.png")]);
+    }
+}

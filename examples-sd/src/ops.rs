@@ -1,0 +1,145 @@
+//! Memory-saving compositions the decoder needs beyond the library's ops: an in-place
+//! residual add and an upsample-then-conv that never holds the whole upsampled input.
+
+use crate::error::{Result, SdError};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, InplaceOp2, Layout};
+use half::{bf16, f16};
+use rocm_vision::nn::Conv2d;
+use rocm_vision::{Conv2dParams, Padding2d, Tensor};
+
+/// `dst += src` elementwise, same shape, contiguous, on the CPU.
+struct AddAssign;
+
+impl InplaceOp2 for AddAssign {
+    fn name(&self) -> &'static str {
+        "add-assign"
+    }
+
+    fn cpu_fwd(&self, dst: &mut CpuStorage, dl: &Layout, src: &CpuStorage, sl: &Layout) -> candle_core::Result<()> {
+        let (Some((d0, d1)), Some((s0, s1))) = (dl.contiguous_offsets(), sl.contiguous_offsets()) else {
+            candle_core::bail!("add-assign needs contiguous operands")
+        };
+        if d1 - d0 != s1 - s0 {
+            candle_core::bail!("add-assign: {} and {} elements", d1 - d0, s1 - s0)
+        }
+        fn add<T: Copy>(d: &mut [T], s: &[T], f: impl Fn(T, T) -> T) {
+            d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s));
+        }
+        match (dst, src) {
+            (CpuStorage::F32(d), CpuStorage::F32(s)) => add(&mut d[d0..d1], &s[s0..s1], |a, b| a + b),
+            (CpuStorage::F16(d), CpuStorage::F16(s)) => add(&mut d[d0..d1], &s[s0..s1], |a: f16, b| a + b),
+            (CpuStorage::BF16(d), CpuStorage::BF16(s)) => add(&mut d[d0..d1], &s[s0..s1], |a: bf16, b| a + b),
+            (CpuStorage::F64(d), CpuStorage::F64(s)) => add(&mut d[d0..d1], &s[s0..s1], |a, b| a + b),
+            (d, s) => candle_core::bail!("add-assign: dtypes {:?} and {:?}", d.dtype(), s.dtype()),
+        }
+        Ok(())
+    }
+}
+
+/// `dst + src`, written into `dst`'s buffer when it can be (CPU, same shape and dtype,
+/// both contiguous), so a residual add allocates nothing. Elsewhere (ROCm) it is the
+/// library's allocating add, until the library offers an in-place one.
+///
+/// `dst` is taken by value: the caller gives up its handle, and must not hold another
+/// tensor sharing `dst`'s storage (the decoder only passes fresh conv outputs).
+pub fn add_assign(dst: Tensor, src: &Tensor) -> Result<Tensor> {
+    if let (Some(d), Some(s)) = (dst.as_candle(), src.as_candle())
+        && dst.dims() == src.dims()
+        && dst.dtype() == src.dtype()
+        && dst.is_contiguous()
+        && src.is_contiguous()
+    {
+        d.inplace_op2(s, &AddAssign)?;
+        return Ok(dst);
+    }
+    Ok(dst.add(src)?)
+}
+
+/// `conv(upsample_nearest_2x(x))` for a 3x3, stride-1, padding-1 `conv`, computed in
+/// bands of output rows so that at most `max_band_bytes` of upsampled input exist at a
+/// time (the full upsampled input is 4x `x` and as large as the output). Each band is
+/// the same arithmetic as the unbanded conv on those rows: the result is exact. Bands are
+/// written into the output in place, which needs a CPU tensor; on other devices this is
+/// the plain upsample + conv.
+pub fn upsample2x_conv3x3(x: &Tensor, conv: &Conv2d, max_band_bytes: usize) -> Result<Tensor> {
+    let dims = x.dims().to_vec();
+    let k = conv.weight.dims().to_vec();
+    let plain = Conv2dParams::default().with_padding(1);
+    let bandable = dims.len() == 4 && k.len() == 4 && k[2] == 3 && k[3] == 3 && conv.params == plain;
+    let (n, c, h, w) = match dims[..] {
+        [n, c, h, w] => (n, c, h, w),
+        _ => (0, 0, 0, 0),
+    };
+    let row_bytes = n * c * 2 * w * x.dtype().size_in_bytes();
+    let rows_fit = max_band_bytes / row_bytes.max(1);
+    if !bandable || rows_fit >= 2 * h + 2 || x.as_candle().is_none() {
+        let up = x.upsample_nearest2d(2 * h, 2 * w)?;
+        return Ok(conv.forward(&up)?);
+    }
+    // Output rows per band: its input needs one halo row above and below; keep it even
+    // so bands start on a source row, and at least 2 rows.
+    let band = (rows_fit.saturating_sub(2) & !1).max(2);
+    let (out_h, out_w) = (2 * h, 2 * w);
+    let out = Tensor::zeros(&[n, k[0], out_h, out_w], x.dtype(), x.device())?;
+    let out_cpu = out.as_candle().ok_or_else(|| SdError::Output("upsampler: output not on the CPU".into()))?;
+    let mut r0 = 0;
+    while r0 < out_h {
+        let r1 = (r0 + band).min(out_h);
+        // Upsampled rows [u0, u1) feed output rows [r0, r1); they come from source rows [s0, s1).
+        let (u0, u1) = (r0.saturating_sub(1), (r1 + 1).min(out_h));
+        let (s0, s1) = (u0 / 2, (u1 - 1) / 2 + 1);
+        let up = x.narrow(2, s0, s1 - s0)?.upsample_nearest2d(2 * (s1 - s0), out_w)?.narrow(2, u0 - 2 * s0, u1 - u0)?;
+        let params = Conv2dParams {
+            padding: Padding2d::tblr(usize::from(r0 == 0), usize::from(r1 == out_h), 1, 1),
+            ..conv.params
+        };
+        let y = up.conv2d(&conv.weight, conv.bias.as_ref(), &params)?.contiguous()?;
+        drop(up);
+        let y_cpu = y.as_candle().ok_or_else(|| SdError::Output("upsampler: band not on the CPU".into()))?;
+        out_cpu.slice_set(y_cpu, 2, r0)?;
+        r0 = r1;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocm_vision::Device;
+
+    fn seq(n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * scale).collect()
+    }
+
+    #[test]
+    fn add_assign_reuses_the_buffer_and_adds() {
+        let dev = Device::cpu();
+        let a = Tensor::from_vec(vec![1f32, 2., 3., 4.], &[1, 1, 2, 2], &dev).unwrap();
+        let b = Tensor::from_vec(vec![10f32, 20., 30., 40.], &[1, 1, 2, 2], &dev).unwrap();
+        let y = add_assign(a, &b).unwrap();
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![11., 22., 33., 44.]);
+        // A broadcast operand falls back to the allocating add.
+        let s = Tensor::from_vec(vec![1f32], &[1, 1, 1, 1], &dev).unwrap();
+        assert_eq!(add_assign(y, &s).unwrap().to_vec::<f32>().unwrap(), vec![12., 23., 34., 45.]);
+    }
+
+    #[test]
+    fn banded_upsample_conv_matches_the_plain_one() {
+        let dev = Device::cpu();
+        let (c, k, h, w) = (3, 4, 7, 5);
+        let x = Tensor::from_vec(seq(c * h * w, 2.0), &[1, c, h, w], &dev).unwrap();
+        let weight = Tensor::from_vec(seq(k * c * 9, 0.5), &[k, c, 3, 3], &dev).unwrap();
+        let bias = Tensor::from_vec(seq(k, 0.3), &[k], &dev).unwrap();
+        let conv = Conv2d::new(weight, Some(bias), Conv2dParams::default().with_padding(1));
+        let whole = upsample2x_conv3x3(&x, &conv, usize::MAX).unwrap().to_vec::<f32>().unwrap();
+        let row = c * 2 * w * 4;
+        // 2-row and 4-row bands, and an odd number of bands ending on a short one.
+        for rows in [4, 6, 7] {
+            let banded = upsample2x_conv3x3(&x, &conv, rows * row).unwrap();
+            assert_eq!(banded.dims(), &[1, k, 2 * h, 2 * w]);
+            let d = banded.to_vec::<f32>().unwrap().iter().zip(&whole).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(d < 1e-5, "band budget {rows} rows: max diff {d}");
+        }
+    }
+}

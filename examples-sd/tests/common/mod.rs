@@ -1,0 +1,59 @@
+//! Shared helpers of the examples-sd integration tests: the diffusers fixtures
+//! (`fixtures/README.md`) and the error metric they are judged by.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use examples_sd::{Decoder, VaeConfig};
+use rocm_vision::{DType, Device, Tensor, Weights};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+}
+
+/// `sd` or `flux`: the reduced configuration the fixtures were made with.
+pub fn config(model: &str) -> VaeConfig {
+    VaeConfig::from_diffusers_json(&fixture(&format!("{model}_config.json"))).expect("fixture config")
+}
+
+pub fn load_decoder(model: &str, weights_file: &Path, dtype: DType) -> Decoder {
+    let w = Weights::open(weights_file, &Device::cpu()).expect("fixture weights");
+    Decoder::load(&w, &config(model), dtype).unwrap_or_else(|e| panic!("{}: {e}", weights_file.display()))
+}
+
+/// Every tensor of a fixture file, f32.
+pub fn tensors(file: &str) -> HashMap<String, Tensor> {
+    let w = Weights::open(fixture(file), &Device::cpu()).expect("fixture file");
+    w.keys().map(|k| (k.to_string(), w.get_unchecked_shape(k).expect("fixture tensor"))).collect()
+}
+
+/// `max|ours − expected| / max|expected|`: the fixtures' metric (README: per-element
+/// relative errors are meaningless near zero).
+pub fn rel_max_err(ours: &Tensor, expected: &Tensor) -> f64 {
+    assert_eq!(ours.dims(), expected.dims(), "shape");
+    let a = ours.to_vec::<f32>().expect("values");
+    let b = expected.to_vec::<f32>().expect("values");
+    let max_ref = b.iter().fold(0f64, |m, &x| m.max((x as f64).abs()));
+    let max_d = a.iter().zip(&b).fold(0f64, |m, (&x, &y)| m.max((x as f64 - y as f64).abs()));
+    if a.iter().any(|x| !x.is_finite()) {
+        return f64::INFINITY;
+    }
+    max_d / max_ref
+}
+
+/// A scratch directory unique to this process and `name`, emptied first.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("examples-sd-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// Re-writes a weight file with every key renamed by `rename` (e.g. to add a prefix).
+pub fn rewrite_weights(src: &Path, dst: &Path, rename: impl Fn(&str) -> String) {
+    let w = Weights::open(src, &Device::cpu()).expect("weights");
+    let map: HashMap<String, candle_core::Tensor> =
+        w.keys().map(|k| (rename(k), w.get_unchecked_shape(k).unwrap().to_candle().unwrap())).collect();
+    candle_core::safetensors::save(&map, dst).expect("write safetensors");
+}

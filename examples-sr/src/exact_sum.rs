@@ -1,0 +1,139 @@
+//! An order-independent sum of f32 values, for the SE blocks' global means.
+//!
+//! A tiled run adds each tile's share of a feature map to the sum, the untiled run adds
+//! the whole map at once; for the two to agree bit for bit, the sum must not depend on the
+//! order or grouping of the additions. Floating-point addition does (in f32 and in f64), so
+//! every value is split into its integer significand and binary exponent, and the
+//! significands are added exactly in one i64 per exponent. The bucket array is therefore
+//! the same for any partition of the values, and the final conversion to f64 is a fixed
+//! function of it.
+
+/// Exact sum of f32 values (one accumulator; use one per channel).
+#[derive(Clone, Debug)]
+pub struct ExactSum {
+    /// `buckets[e]`: sum of the signed 24-bit significands of the values with biased
+    /// exponent `e` (subnormals share bucket 1 with the smallest normals). Each add is
+    /// below 2^24 in magnitude, so a bucket cannot overflow before 2^39 additions.
+    buckets: Box<[i64; 255]>,
+    count: u64,
+    non_finite: bool,
+}
+
+impl Default for ExactSum {
+    fn default() -> Self {
+        ExactSum { buckets: Box::new([0; 255]), count: 0, non_finite: false }
+    }
+}
+
+impl ExactSum {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    #[inline]
+    pub fn add(&mut self, v: f32) {
+        let bits = v.to_bits();
+        let exp = ((bits >> 23) & 0xff) as usize;
+        if exp == 0xff {
+            self.non_finite = true;
+            return;
+        }
+        let frac = (bits & 0x7f_ffff) as i64;
+        // Normal: 1.frac · 2^(exp-127) = (2^23 + frac) · 2^(exp-150); subnormal:
+        // frac · 2^(-149) = frac · 2^(1-150), hence bucket 1.
+        let (sig, bucket) = if exp == 0 { (frac, 1) } else { (frac | (1 << 23), exp) };
+        self.buckets[bucket] += if bits >> 31 == 1 { -sig } else { sig };
+        self.count += 1;
+    }
+
+    pub fn add_slice(&mut self, values: &[f32]) {
+        for &v in values {
+            self.add(v);
+        }
+    }
+
+    /// Adds another accumulator's values (exactly).
+    pub fn merge(&mut self, other: &ExactSum) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.non_finite |= other.non_finite;
+    }
+
+    /// Number of values added.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Whether an infinity or NaN was added (the sum is then meaningless).
+    pub fn saw_non_finite(&self) -> bool {
+        self.non_finite
+    }
+
+    /// The sum as f64: a deterministic function of the buckets (largest exponent first,
+    /// where the magnitude is), accurate to a few f64 ulps.
+    pub fn sum(&self) -> f64 {
+        let mut total = 0.0f64;
+        for e in (1..255).rev() {
+            let b = self.buckets[e];
+            if b != 0 {
+                total += b as f64 * 2f64.powi(e as i32 - 150);
+            }
+        }
+        total
+    }
+
+    /// `sum / count`, or `None` when nothing was added.
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum() / self.count as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> f32 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let u = (*seed >> 40) as f32 / (1u64 << 24) as f32;
+        // Wide dynamic range and both signs, like activations after a leaky ReLU.
+        (u - 0.3) * 10f32.powi(((*seed >> 20) % 7) as i32 - 3)
+    }
+
+    #[test]
+    fn any_grouping_gives_the_same_bits() {
+        let mut seed = 7;
+        let values: Vec<f32> = (0..10_000).map(|_| lcg(&mut seed)).collect();
+        let mut whole = ExactSum::new();
+        whole.add_slice(&values);
+        for split in [1, 17, 4999, 9999] {
+            let (mut a, mut b) = (ExactSum::new(), ExactSum::new());
+            b.add_slice(&values[split..]);
+            a.add_slice(&values[..split]);
+            a.merge(&b);
+            assert_eq!(a.sum().to_bits(), whole.sum().to_bits(), "split at {split}");
+            assert_eq!(a.count(), whole.count());
+        }
+        let mut rev = ExactSum::new();
+        values.iter().rev().for_each(|&v| rev.add(v));
+        assert_eq!(rev.sum().to_bits(), whole.sum().to_bits());
+        let reference: f64 = values.iter().map(|&v| v as f64).sum();
+        assert!((whole.sum() - reference).abs() <= 1e-9 * reference.abs().max(1.0));
+    }
+
+    #[test]
+    fn exact_on_cancellation_and_subnormals() {
+        let mut s = ExactSum::new();
+        for v in [1e30f32, 1.0, -1e30, f32::from_bits(1), f32::from_bits(1), -0.0] {
+            s.add(v);
+        }
+        assert_eq!(s.sum(), 1.0 + 2.0 * f32::from_bits(1) as f64);
+        assert_eq!(s.count(), 6);
+        assert_eq!(s.mean(), Some(s.sum() / 6.0));
+        assert!(!s.saw_non_finite());
+        s.add(f32::NAN);
+        assert!(s.saw_non_finite());
+        assert_eq!(ExactSum::new().mean(), None);
+    }
+}

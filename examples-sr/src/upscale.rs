@@ -1,0 +1,568 @@
+//! realcugan-ncnn-vulkan's processing around the network, and lossless tiling.
+//!
+//! Pre/post-processing (RealCUGAN::process_cpu, non-TTA, as the fixtures' script
+//! `fixtures/make_fixtures.py` re-implements and checks it): samples · (1/max) in f32;
+//! the size rounded up to a multiple of 2 (2x, 4x) or 4 (3x) with the extra rows/columns at
+//! the bottom/right; reflect padding (mirror without repeating the edge) of 18 / 14 / 19
+//! pixels (2x / 3x / 4x) plus that extra; the net; `out[:, :h·s, :w·s]`; `v·max + 0.5`, for
+//! 4x plus the nearest-neighbour residual `in_padded[pad + i/4][pad + j/4]·max`; truncation
+//! toward zero, then clamping to 0..max. `max` is 255 for 8-bit images and 65535 for
+//! 16-bit ones (realcugan-ncnn-vulkan only reads 8-bit; 16-bit keeps the same arithmetic
+//! at 16-bit precision). Alpha: bicubic ([`crate::bicubic`]) of the unpadded plane at
+//! 0..max, truncated and clamped without the +0.5.
+//!
+//! Tiling. A tile is a rectangle of the rounded image whose origin is a multiple of the
+//! rounding multiple (which the model's downsampling factor divides), fed to the net with
+//! its `pad` context pixels on every side taken from the padded whole image, exactly the
+//! window of the untiled net input. Every layer is a valid (unpadded) convolution, a
+//! strided or transposed one, a crop, or elementwise, so each feature map of the tile is
+//! the corresponding window of the untiled feature map: a map of relative size `r`
+//! (a [`Ratio`]) starts at untiled position `origin·r`. Its first `tile_size·r` rows and
+//! columns equal the untiled ones; only a margin at the far (bottom/right) edge can
+//! differ (a transposed convolution's last outputs miss taps that lie beyond the tile),
+//! and that margin is context: the net's crops remove it before the output.
+//!
+//! SE blocks average a feature map over the whole image. The tiles are run in passes: pass
+//! `k` advances every tile to the `k`-th pooling layer and adds the tile's *own* part of
+//! the map (its first `tile_size·r` rows and columns; the last tile in a row or column
+//! owns the rest) to a per-channel [`ExactSum`]. The owned parts partition the untiled map
+//! (checked against its shape), and the exact sum makes the total independent of the
+//! partition, so the means are bit-identical to the untiled ones; the last pass runs the
+//! tiles to the output. A tile's state between passes is kept when the memory budget
+//! allows it (the official `forward_mean` cache), and recomputed from the input otherwise
+//! (the same values: the means of the earlier passes are already known).
+
+use std::ops::Range;
+
+use rocm_vision::Tensor;
+
+use crate::Error;
+use crate::bicubic;
+use crate::exact_sum::ExactSum;
+use crate::image_io::{Image, Pixels};
+use crate::net::{Network, PoolInfo, Ratio, Run, Shape, Stop};
+
+/// How to cut the image into tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TileSize {
+    /// The largest square tile whose working memory fits the budget.
+    Auto,
+    /// One tile: the whole image.
+    Whole,
+    /// Tiles of at most this many input pixels per side (rounded down to the model's
+    /// alignment).
+    Fixed(usize),
+}
+
+/// Options of one upscale.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub tile: TileSize,
+    /// Memory the network may use: a tile's live feature maps and temporaries, and the
+    /// tile states kept between SE passes. The decoded image, its padded copy and the
+    /// output image are not counted.
+    pub budget_bytes: usize,
+}
+
+/// The tiles of one image.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TilePlan {
+    pub width: usize,
+    pub height: usize,
+    /// Row and column ranges of the rounded image, in input pixels.
+    pub rows: Vec<Range<usize>>,
+    pub cols: Vec<Range<usize>>,
+    /// Peak working memory of the largest tile (estimated from the graph; see
+    /// [`Network::peak_bytes`]).
+    pub tile_bytes: usize,
+    /// What the budget leaves for tile states kept between SE passes.
+    pub cache_bytes: usize,
+}
+
+impl TilePlan {
+    pub fn tiles(&self) -> usize {
+        self.rows.len() * self.cols.len()
+    }
+
+    /// The largest tile, `(width, height)` in input pixels.
+    pub fn tile_size(&self) -> (usize, usize) {
+        (self.cols.iter().map(|r| r.len()).max().unwrap_or(0), self.rows.iter().map(|r| r.len()).max().unwrap_or(0))
+    }
+}
+
+/// Progress of [`Upscaler::upscale`]: tile runs done out of `total` (tiles × passes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub pass: usize,
+    pub passes: usize,
+    pub done: usize,
+    pub total: usize,
+}
+
+/// What an upscale did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub tiles: usize,
+    pub passes: usize,
+    /// Tile runs restarted from the input because their state did not fit the budget.
+    pub recomputed: usize,
+    /// Largest total of tile states kept between passes.
+    pub cached_bytes: usize,
+}
+
+/// A Real-CUGAN network with realcugan-ncnn-vulkan's processing around it.
+pub struct Upscaler {
+    net: Network,
+    prepadding: usize,
+    multiple: usize,
+}
+
+/// `(prepadding, size multiple)` of realcugan-ncnn-vulkan for a scale (src/main.cpp and
+/// src/realcugan.cpp), the same for se, pro and nose.
+pub fn realcugan_padding(scale: usize) -> Option<(usize, usize)> {
+    match scale {
+        2 => Some((18, 2)),
+        3 => Some((14, 4)),
+        4 => Some((19, 2)),
+        _ => None,
+    }
+}
+
+/// Mirror index of `i` (may be outside `0..n`) into `0..n` without repeating the edge,
+/// extended periodically for padding wider than the image (numpy "reflect").
+fn reflect(i: isize, n: usize) -> usize {
+    if n == 1 {
+        return 0;
+    }
+    let period = 2 * (n as isize - 1);
+    let j = i.rem_euclid(period);
+    (if j < n as isize { j } else { period - j }) as usize
+}
+
+/// Per-channel exact sums of a `[1, C, H, W]` map, over its first `region = (rows, cols)`
+/// (all of it when `None`).
+pub fn channel_sums(blob: &Tensor, region: Option<(usize, usize)>) -> Result<Vec<ExactSum>, Error> {
+    let dims = blob.dims();
+    let [_, c, h, w] = <[usize; 4]>::try_from(dims)
+        .map_err(|_| Error::Internal(format!("pooling a {}-D tensor {dims:?}", dims.len())))?;
+    let (rh, rw) = region.unwrap_or((h, w));
+    if rh > h || rw > w || rh == 0 || rw == 0 {
+        return Err(Error::Internal(format!("pooling region {rh}x{rw} of a {h}x{w} map")));
+    }
+    let t = if (rh, rw) == (h, w) { blob.clone() } else { blob.narrow(2, 0, rh)?.narrow(3, 0, rw)? };
+    let data = t.to_vec::<f32>()?;
+    Ok(data
+        .chunks_exact(rh * rw)
+        .take(c)
+        .map(|plane| {
+            let mut s = ExactSum::new();
+            s.add_slice(plane);
+            s
+        })
+        .collect())
+}
+
+/// The per-channel means from whole-image sums.
+pub fn sums_to_means(sums: &[ExactSum], pool: &PoolInfo) -> Result<Vec<f32>, Error> {
+    if sums.len() != pool.channels {
+        return Err(Error::Internal(format!("{} channel sums for pooling layer '{}'", sums.len(), pool.layer)));
+    }
+    sums.iter()
+        .map(|s| {
+            if s.saw_non_finite() {
+                return Err(Error::Input(format!(
+                    "non-finite activations reached pooling layer '{}' (an f16/bf16 overflow? try --dtype f32)",
+                    pool.layer
+                )));
+            }
+            s.mean()
+                .map(|m| m as f32)
+                .ok_or_else(|| Error::Internal(format!("nothing was pooled in layer '{}'", pool.layer)))
+        })
+        .collect()
+}
+
+/// `len` split into `ceil(len / max)` ranges of whole `unit`s, as equal as possible (the
+/// first ones one unit longer). `len` is a multiple of `unit`.
+fn split(len: usize, max: usize, unit: usize) -> Vec<Range<usize>> {
+    let units = len / unit;
+    let count = len.div_ceil(max.max(unit)).max(1);
+    let (base, rem) = (units / count, units % count);
+    let mut start = 0;
+    (0..count)
+        .map(|i| {
+            let n = (base + usize::from(i < rem)) * unit;
+            let r = start..start + n;
+            start += n;
+            r
+        })
+        .collect()
+}
+
+impl Upscaler {
+    /// Wraps a network whose scale realcugan-ncnn-vulkan knows (2, 3, 4).
+    pub fn new(net: Network) -> Result<Upscaler, Error> {
+        let (prepadding, multiple) = realcugan_padding(net.scale())
+            .ok_or_else(|| Error::Model(format!("scale {} has no realcugan padding (2, 3 or 4)", net.scale())))?;
+        if multiple % net.align() != 0 {
+            return Err(Error::Model(format!(
+                "the network downsamples by {}, which does not divide realcugan's size multiple {multiple} for {}x",
+                net.align(),
+                net.scale()
+            )));
+        }
+        Ok(Upscaler { net, prepadding, multiple })
+    }
+
+    pub fn network(&self) -> &Network {
+        &self.net
+    }
+
+    pub fn scale(&self) -> usize {
+        self.net.scale()
+    }
+
+    /// Context pixels on each side of the net input.
+    pub fn prepadding(&self) -> usize {
+        self.prepadding
+    }
+
+    /// Image sizes are rounded up to a multiple of this; tile origins are multiples of it.
+    pub fn multiple(&self) -> usize {
+        self.multiple
+    }
+
+    /// Peak working memory of a `w x h` tile (input pixels, before padding).
+    pub fn tile_bytes(&self, w: usize, h: usize) -> Result<usize, Error> {
+        self.net.peak_bytes(h + 2 * self.prepadding, w + 2 * self.prepadding)
+    }
+
+    /// The tiles for a `width x height` image.
+    pub fn plan(&self, width: usize, height: usize, opts: &Options) -> Result<TilePlan, Error> {
+        if width == 0 || height == 0 {
+            return Err(Error::Input(format!("empty image ({width}x{height})")));
+        }
+        let m = self.multiple;
+        let (hr, wr) = (height.div_ceil(m) * m, width.div_ceil(m) * m);
+        let longest = hr.max(wr);
+        let side = match opts.tile {
+            TileSize::Whole => longest,
+            TileSize::Fixed(n) if n < m => {
+                return Err(Error::Usage(format!("tile size {n} is below this model's minimum of {m} pixels")));
+            }
+            TileSize::Fixed(n) => n / m * m,
+            TileSize::Auto => {
+                let fits = |units: usize| -> Result<bool, Error> {
+                    let t = units * m;
+                    Ok(self.tile_bytes(t.min(wr), t.min(hr))? <= opts.budget_bytes)
+                };
+                if !fits(1)? {
+                    return Err(Error::Usage(format!(
+                        "a memory budget of {} is too small: the smallest tile ({m}x{m} pixels) needs {}",
+                        conv_engine::format_bytes(opts.budget_bytes),
+                        conv_engine::format_bytes(self.tile_bytes(m.min(wr), m.min(hr))?)
+                    )));
+                }
+                // Largest fitting side: binary search over whole units (memory grows with
+                // the side).
+                let (mut lo, mut hi) = (1, longest.div_ceil(m));
+                while lo < hi {
+                    let mid = (lo + hi).div_ceil(2);
+                    if fits(mid)? {
+                        lo = mid;
+                    } else {
+                        hi = mid - 1;
+                    }
+                }
+                lo * m
+            }
+        };
+        let rows = split(hr, side, m);
+        let cols = split(wr, side, m);
+        let tile_bytes = self.tile_bytes(cols[0].len(), rows[0].len())?;
+        let cache_bytes = opts.budget_bytes.saturating_sub(tile_bytes);
+        Ok(TilePlan { width, height, rows, cols, tile_bytes, cache_bytes })
+    }
+
+    /// Upscales `img` tile by tile as `plan` says.
+    pub fn upscale(&self, img: &Image, plan: &TilePlan, progress: &mut dyn FnMut(Progress)) -> Result<Image, Error> {
+        self.upscale_with_stats(img, plan, progress).map(|(img, _)| img)
+    }
+
+    /// [`Self::upscale`], also returning what the tiling did.
+    pub fn upscale_with_stats(
+        &self,
+        img: &Image,
+        plan: &TilePlan,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(Image, Stats), Error> {
+        let (w, h, s, p) = (img.width, img.height, self.scale(), self.prepadding);
+        if (plan.width, plan.height) != (w, h) {
+            return Err(Error::Internal(format!("a plan for {}x{} used on a {w}x{h} image", plan.width, plan.height)));
+        }
+        let padded = self.padded_input(img);
+        let (hp, wp) = (padded.h, padded.w);
+        let tiles: Vec<(Range<usize>, Range<usize>)> =
+            plan.rows.iter().flat_map(|r| plan.cols.iter().map(move |c| (r.clone(), c.clone()))).collect();
+        if plan.rows.last().map(|r| r.end + 2 * p) != Some(hp) || plan.cols.last().map(|c| c.end + 2 * p) != Some(wp) {
+            return Err(Error::Internal("the tiles do not cover the rounded image".into()));
+        }
+        let pools = self.net.pools();
+        let passes = pools.len() + 1;
+        let total = tiles.len() * passes;
+        let mut stats = Stats { tiles: tiles.len(), passes, ..Stats::default() };
+        let mut states: Vec<Option<(Run, usize)>> = (0..tiles.len()).map(|_| None).collect();
+        let mut cached = 0usize;
+        let mut means: Vec<Option<Vec<f32>>> = vec![None; pools.len()];
+        let last_row = plan.rows.len() - 1;
+        let last_col = plan.cols.len() - 1;
+        let start_or_resume =
+            |i: usize, states: &mut Vec<Option<(Run, usize)>>, cached: &mut usize| match states[i].take() {
+                Some((run, bytes)) => {
+                    *cached -= bytes;
+                    Ok::<_, Error>((run, false))
+                }
+                None => {
+                    let (rows, cols) = &tiles[i];
+                    Ok((self.net.start(padded.window(rows, cols, p, self.net.device())?)?, true))
+                }
+            };
+
+        for (k, pool) in pools.iter().enumerate() {
+            let mut sums = vec![ExactSum::new(); pool.channels];
+            for (i, (rows, cols)) in tiles.iter().enumerate() {
+                let (mut run, fresh) = start_or_resume(i, &mut states, &mut cached)?;
+                if fresh && k > 0 {
+                    stats.recomputed += 1;
+                }
+                let blob = match self.net.advance(&mut run, &means)? {
+                    Stop::Pool { pool: at, blob } if at == k => blob,
+                    Stop::Pool { pool: at, .. } => {
+                        return Err(Error::Internal(format!("pass {k} stopped at pooling layer {at}")));
+                    }
+                    Stop::Done(_) => return Err(Error::Internal(format!("pass {k} ran past its pooling layer"))),
+                };
+                let dims = blob.dims().to_vec();
+                let own = |n: usize, full: usize, last: bool| -> Result<usize, Error> {
+                    if last {
+                        return Ok(full);
+                    }
+                    own_extent(pool.ratio, n, full, &pool.layer)
+                };
+                let region = (
+                    own(rows.len(), dims[2], i / plan.cols.len() == last_row)?,
+                    own(cols.len(), dims[3], i % plan.cols.len() == last_col)?,
+                );
+                for (acc, part) in sums.iter_mut().zip(channel_sums(&blob, Some(region))?) {
+                    acc.merge(&part);
+                }
+                drop(blob);
+                let bytes = run.live_bytes();
+                if tiles.len() == 1 || cached + bytes <= plan.cache_bytes {
+                    cached += bytes;
+                    states[i] = Some((run, bytes));
+                }
+                stats.cached_bytes = stats.cached_bytes.max(cached);
+                progress(Progress { pass: k + 1, passes, done: k * tiles.len() + i + 1, total });
+            }
+            self.check_coverage(pool, &sums, hp, wp)?;
+            means[k] = Some(sums_to_means(&sums, pool)?);
+        }
+
+        let out_channels = img.channels;
+        let (ow, oh) = (w * s, h * s);
+        let maxv = img.max_value();
+        let mut out = vec![0u16; ow * oh * out_channels];
+        for (i, (rows, cols)) in tiles.iter().enumerate() {
+            let (mut run, fresh) = start_or_resume(i, &mut states, &mut cached)?;
+            if fresh && !pools.is_empty() {
+                stats.recomputed += 1;
+            }
+            let y = match self.net.advance(&mut run, &means)? {
+                Stop::Done(t) => t,
+                Stop::Pool { .. } => return Err(Error::Internal("the last pass stopped at a pooling layer".into())),
+            };
+            drop(run);
+            self.write_tile(&y, rows, cols, &padded, img, &mut out)?;
+            progress(Progress { pass: passes, passes, done: (passes - 1) * tiles.len() + i + 1, total });
+        }
+
+        if img.has_alpha() {
+            let alpha: Vec<f32> = (0..w * h).map(|i| img.sample(i * 4 + 3)).collect();
+            let up = bicubic::upscale_plane(&alpha, w, h, s);
+            for (i, v) in up.into_iter().enumerate() {
+                out[i * 4 + 3] = quantize(v, maxv);
+            }
+        }
+        let pixels = match img.pixels {
+            Pixels::U8(_) => Pixels::U8(out.into_iter().map(|v| v as u8).collect()),
+            Pixels::U16(_) => Pixels::U16(out),
+        };
+        Ok((Image { width: ow, height: oh, channels: out_channels, pixels }, stats))
+    }
+
+    /// The pooled counts must be the untiled map's pixel count: the tiles' own parts
+    /// partition it.
+    fn check_coverage(&self, pool: &PoolInfo, sums: &[ExactSum], hp: usize, wp: usize) -> Result<(), Error> {
+        let want = match self.net.blob_shape(pool.blob, hp, wp)? {
+            Shape::Image { h, w, .. } => (h * w) as u64,
+            Shape::Vector(_) => return Err(Error::Internal(format!("pooling layer '{}' reads a vector", pool.layer))),
+        };
+        match sums.iter().find(|s| s.count() != want) {
+            None => Ok(()),
+            Some(s) => Err(Error::Internal(format!(
+                "the tiles pooled {} pixels per channel in layer '{}', the whole image has {want}",
+                s.count(),
+                pool.layer
+            ))),
+        }
+    }
+
+    /// RGB as f32 planes `[3][hp][wp]`: samples · (1/max), reflect-padded by `pad` plus the
+    /// rounding extra at the bottom/right.
+    fn padded_input(&self, img: &Image) -> Padded {
+        let (w, h, p, m) = (img.width, img.height, self.prepadding, self.multiple);
+        let (hp, wp) = (h.div_ceil(m) * m + 2 * p, w.div_ceil(m) * m + 2 * p);
+        let inv = 1.0f32 / img.max_value();
+        let ry: Vec<usize> = (0..hp).map(|y| reflect(y as isize - p as isize, h)).collect();
+        let rx: Vec<usize> = (0..wp).map(|x| reflect(x as isize - p as isize, w)).collect();
+        let mut data = vec![0.0f32; 3 * hp * wp];
+        for (c, plane) in data.chunks_exact_mut(hp * wp).enumerate() {
+            for (y, row) in plane.chunks_exact_mut(wp).enumerate() {
+                let src = ry[y] * w;
+                for (x, v) in row.iter_mut().enumerate() {
+                    *v = img.sample((src + rx[x]) * img.channels + c) * inv;
+                }
+            }
+        }
+        Padded { data, h: hp, w: wp }
+    }
+
+    /// Post-processes a tile's output into the image: its own `rows·s x cols·s` block,
+    /// clipped to the image.
+    fn write_tile(
+        &self,
+        y: &Tensor,
+        rows: &Range<usize>,
+        cols: &Range<usize>,
+        padded: &Padded,
+        img: &Image,
+        out: &mut [u16],
+    ) -> Result<(), Error> {
+        let (s, p) = (self.scale(), self.prepadding);
+        let (w, h, ch) = (img.width, img.height, img.channels);
+        let (ow, oh) = (w * s, h * s);
+        let dims = y.dims().to_vec();
+        let (th, tw) = (rows.len() * s, cols.len() * s);
+        if dims.len() != 4 || dims[1] != 3 || dims[2] < th || dims[3] < tw {
+            return Err(Error::Internal(format!(
+                "a {}x{} tile gave an output of shape {dims:?}",
+                cols.len(),
+                rows.len()
+            )));
+        }
+        let (yh, yw) = (dims[2], dims[3]);
+        let v = y.to_vec::<f32>()?;
+        let maxv = img.max_value();
+        let (y0, x0) = (rows.start * s, cols.start * s);
+        let keep_h = th.min(oh.saturating_sub(y0));
+        let keep_w = tw.min(ow.saturating_sub(x0));
+        for c in 0..3 {
+            let plane = &v[c * yh * yw..(c + 1) * yh * yw];
+            let res = &padded.data[c * padded.h * padded.w..(c + 1) * padded.h * padded.w];
+            for i in 0..keep_h {
+                let gy = y0 + i;
+                let row = &plane[i * yw..i * yw + keep_w];
+                let dst = &mut out[(gy * ow + x0) * ch..];
+                for (j, &val) in row.iter().enumerate() {
+                    let mut x = val * maxv + 0.5;
+                    if s == 4 {
+                        x += res[(p + gy / 4) * padded.w + p + (x0 + j) / 4] * maxv;
+                    }
+                    dst[j * ch + c] = quantize(x, maxv);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The first `n·ratio` pixels (along one axis) of a tile's `full`-pixel feature map are
+/// the tile's own.
+fn own_extent(ratio: Ratio, n: usize, full: usize, layer: &str) -> Result<usize, Error> {
+    ratio.of(n).filter(|&k| k > 0 && k <= full).ok_or_else(|| {
+        Error::Internal(format!(
+            "a tile of {n} pixels does not own a whole part of the {full}-pixel map pooled by '{layer}' \
+             (size ratio {}/{})",
+            ratio.num, ratio.den
+        ))
+    })
+}
+
+/// ncnn's `SATURATE_CAST_UCHAR` generalised: truncation toward zero, then 0..max.
+#[inline]
+fn quantize(x: f32, max: f32) -> u16 {
+    x.trunc().clamp(0.0, max) as u16
+}
+
+/// The padded, normalised RGB input planes.
+struct Padded {
+    data: Vec<f32>,
+    h: usize,
+    w: usize,
+}
+
+impl Padded {
+    /// The net input of a tile: `rows x cols` of the rounded image plus `pad` on each side.
+    fn window(
+        &self,
+        rows: &Range<usize>,
+        cols: &Range<usize>,
+        pad: usize,
+        device: &rocm_vision::Device,
+    ) -> Result<Tensor, Error> {
+        let (th, tw) = (rows.len() + 2 * pad, cols.len() + 2 * pad);
+        let mut data = Vec::with_capacity(3 * th * tw);
+        for c in 0..3 {
+            for y in rows.start..rows.start + th {
+                let at = (c * self.h + y) * self.w + cols.start;
+                data.extend_from_slice(&self.data[at..at + tw]);
+            }
+        }
+        Ok(Tensor::from_vec(data, &[1, 3, th, tw], device)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reflect_matches_numpy() {
+        // np.pad([0,1,2,3], 5, mode="reflect") = [3 2 1 2 1 | 0 1 2 3 | 2 1 0 1 2]
+        let got: Vec<usize> = (-5..9).map(|i| reflect(i, 4)).collect();
+        assert_eq!(got, [3, 2, 1, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1, 2]);
+        assert_eq!(reflect(-3, 1), 0);
+        assert_eq!((-2..4).map(|i| reflect(i, 2)).collect::<Vec<_>>(), [0, 1, 0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn split_is_even_and_aligned() {
+        assert_eq!(split(100, 40, 2), vec![0..34, 34..68, 68..100]);
+        assert_eq!(split(8, 100, 4), vec![0..8]);
+        assert_eq!(split(12, 4, 4), vec![0..4, 4..8, 8..12]);
+        let r = split(1080, 256, 4);
+        assert_eq!(r.len(), 5);
+        assert!(r.iter().all(|r| r.start % 4 == 0 && r.len() <= 256 && r.len() % 4 == 0));
+        assert_eq!(r.last().unwrap().end, 1080);
+    }
+
+    #[test]
+    fn quantize_truncates_then_clamps() {
+        assert_eq!(quantize(254.99, 255.0), 254);
+        assert_eq!(quantize(-0.7, 255.0), 0);
+        assert_eq!(quantize(300.0, 255.0), 255);
+        assert_eq!(quantize(f32::NAN, 255.0), 0);
+        assert_eq!(quantize(70000.0, 65535.0), 65535);
+    }
+}

@@ -1,0 +1,304 @@
+//! Finding and opening a ROCm library at run time.
+//!
+//! This file is the same in `rocblas-sys` and `miopen-sys` (a test in `miopen-sys` checks
+//! that they have not drifted apart): each crate describes its library with a
+//! [`LibrarySpec`] and gets a [`libloading::Library`] in which every bound symbol is known
+//! to resolve, or a [`LoadError`] that says what was tried and how to fix it.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The ROCm installation prefix that is searched when neither `ROCM_PATH` nor `HIP_PATH`
+/// holds the library.
+pub const DEFAULT_ROCM_PREFIX: &str = "/opt/rocm";
+
+/// What a crate loads: its display name, the file names to try, the symbols that must
+/// resolve, and the advice printed when the library is not found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LibrarySpec {
+    pub display: &'static str,
+    pub file_names: &'static [&'static str],
+    pub symbols: &'static [&'static str],
+    pub hint: &'static str,
+}
+
+/// Where to look for a library, in order: each directory (with each file name), then, if
+/// `system_loader` is set, each bare file name through the dynamic loader's own search
+/// (`LD_LIBRARY_PATH`, `/etc/ld.so.cache`, the default directories).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchPaths {
+    pub dirs: Vec<PathBuf>,
+    pub system_loader: bool,
+}
+
+impl SearchPaths {
+    /// `$ROCM_PATH/lib`, `$HIP_PATH/lib`, `/opt/rocm/lib`, then the system loader path.
+    pub fn from_env() -> Self {
+        Self::from_vars(std::env::var_os("ROCM_PATH"), std::env::var_os("HIP_PATH"))
+    }
+
+    /// [`SearchPaths::from_env`] with the two variables given explicitly. Unset or empty
+    /// variables are skipped; a directory named twice is searched once.
+    pub fn from_vars(rocm_path: Option<OsString>, hip_path: Option<OsString>) -> Self {
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let prefixes = [rocm_path, hip_path, Some(OsString::from(DEFAULT_ROCM_PREFIX))];
+        for prefix in prefixes.into_iter().flatten().filter(|p| !p.is_empty()) {
+            let dir = Path::new(&prefix).join("lib");
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+        SearchPaths { dirs, system_loader: true }
+    }
+
+    /// Only these directories, without the system loader path.
+    pub fn only_dirs(dirs: impl IntoIterator<Item = PathBuf>) -> Self {
+        SearchPaths { dirs: dirs.into_iter().collect(), system_loader: false }
+    }
+}
+
+/// One place a library was looked for, and why it was not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// A full path, or a bare file name handed to the system loader.
+    pub candidate: String,
+    pub outcome: AttemptOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// No file at that path.
+    NotPresent,
+    /// The dynamic loader refused it; its message.
+    OpenFailed(String),
+}
+
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.outcome {
+            AttemptOutcome::NotPresent => write!(f, "{}: not present", self.candidate),
+            AttemptOutcome::OpenFailed(msg) => write!(f, "{}: {}", self.candidate, msg),
+        }
+    }
+}
+
+/// Why a ROCm library could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// No candidate could be opened.
+    #[error("{}", not_found_message(.library, .tried, .hint))]
+    NotFound { library: &'static str, tried: Vec<Attempt>, hint: &'static str },
+    /// A library was opened but lacks a function the bindings need.
+    #[error(
+        "the {library} library at {} lacks the required symbol `{symbol}` ({source}); it is not a \
+         {library} build these bindings can use (they were generated from the ROCm 6.4 headers)",
+        .path.display()
+    )]
+    MissingSymbol {
+        library: &'static str,
+        path: PathBuf,
+        symbol: &'static str,
+        #[source]
+        source: libloading::Error,
+    },
+    /// Every symbol resolved one by one, yet the generated bindings failed to bind them.
+    #[error("the {library} library at {} could not be bound: {source}", .path.display())]
+    Bind {
+        library: &'static str,
+        path: PathBuf,
+        #[source]
+        source: libloading::Error,
+    },
+}
+
+fn not_found_message(library: &str, tried: &[Attempt], hint: &str) -> String {
+    let mut msg = format!("the {library} library was not found; tried:");
+    for attempt in tried {
+        msg.push_str("\n  ");
+        msg.push_str(&attempt.to_string());
+    }
+    if tried.is_empty() {
+        msg.push_str(" nothing (no directories to search)");
+    }
+    msg.push('\n');
+    msg.push_str(hint);
+    msg
+}
+
+/// Opens the first candidate of `search` that loads, then checks that every symbol of the
+/// spec resolves in it. Returns the library and the path (or bare name) it was opened by.
+pub(crate) fn open(spec: &LibrarySpec, search: &SearchPaths) -> Result<(libloading::Library, PathBuf), LoadError> {
+    let mut tried = Vec::new();
+    let system_names = spec.file_names.iter().filter(|_| search.system_loader).map(PathBuf::from);
+    let candidates = search.dirs.iter().flat_map(|dir| spec.file_names.iter().map(move |name| dir.join(name)));
+    for candidate in candidates.chain(system_names) {
+        // A bare name goes to the system loader; a path is tried only when the file is there.
+        let is_path = candidate.components().count() > 1;
+        if is_path && !candidate.exists() {
+            tried.push(Attempt { candidate: candidate.display().to_string(), outcome: AttemptOutcome::NotPresent });
+            continue;
+        }
+        // SAFETY: opening a library runs its initialisers. The candidates are the ROCm
+        // library this crate binds, by the names and in the places ROCm installs it.
+        match unsafe { libloading::Library::new(&candidate) } {
+            Ok(library) => {
+                check_symbols(spec, &library, &candidate)?;
+                return Ok((library, candidate));
+            }
+            Err(err) => {
+                let label = if is_path {
+                    candidate.display().to_string()
+                } else {
+                    format!("{} (system loader path)", candidate.display())
+                };
+                tried.push(Attempt { candidate: label, outcome: AttemptOutcome::OpenFailed(err.to_string()) });
+            }
+        }
+    }
+    Err(LoadError::NotFound { library: spec.display, tried, hint: spec.hint })
+}
+
+/// Every symbol of the spec must resolve; the first that does not is named in the error.
+fn check_symbols(spec: &LibrarySpec, library: &libloading::Library, path: &Path) -> Result<(), LoadError> {
+    for &symbol in spec.symbols {
+        // SAFETY: the symbol is only looked up, never called through this type.
+        let found = unsafe { library.get::<unsafe extern "C" fn()>(symbol.as_bytes()) };
+        if let Err(source) = found {
+            return Err(LoadError::MissingSymbol { library: spec.display, path: path.to_path_buf(), symbol, source });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::path::PathBuf;
+
+    /// A fresh, empty directory under the system temp dir, removed when dropped.
+    pub struct TempDir(pub PathBuf);
+
+    impl TempDir {
+        pub fn new(tag: &str) -> Self {
+            use std::sync::atomic::{AtomicUsize, Ordering};
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let dir =
+                std::env::temp_dir().join(format!("{}-{}-{}-{}", env!("CARGO_PKG_NAME"), tag, std::process::id(), n));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("create temp dir");
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// The C library this test process has mapped: a real shared object that has none of
+    /// the ROCm symbols.
+    pub fn loaded_libc() -> PathBuf {
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+        maps.lines()
+            .filter_map(|line| line.split_whitespace().nth(5))
+            .find(|path| path.rsplit('/').next().is_some_and(|file| file.starts_with("libc.so")))
+            .map(PathBuf::from)
+            .expect("this test process maps a libc.so")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::{TempDir, loaded_libc};
+    use super::*;
+
+    const SPEC: LibrarySpec = LibrarySpec {
+        display: "Example",
+        file_names: &["libexample-rocm-vision.so", "libexample-rocm-vision.so.1"],
+        symbols: &["example_fn_a", "example_fn_b"],
+        hint: "Install Example or set ROCM_PATH.",
+    };
+
+    #[test]
+    fn search_order_is_rocm_path_hip_path_then_opt_rocm_then_system() {
+        let s = SearchPaths::from_vars(Some("/a/rocm".into()), Some("/b/hip".into()));
+        assert_eq!(s.dirs, [PathBuf::from("/a/rocm/lib"), PathBuf::from("/b/hip/lib"), PathBuf::from("/opt/rocm/lib")]);
+        assert!(s.system_loader);
+    }
+
+    #[test]
+    fn unset_empty_and_repeated_prefixes_are_skipped() {
+        let s = SearchPaths::from_vars(None, Some("".into()));
+        assert_eq!(s.dirs, [PathBuf::from("/opt/rocm/lib")]);
+        let s = SearchPaths::from_vars(Some("/opt/rocm".into()), Some("/opt/rocm".into()));
+        assert_eq!(s.dirs, [PathBuf::from("/opt/rocm/lib")]);
+    }
+
+    #[test]
+    fn not_found_lists_every_candidate_and_the_hint() {
+        let dir = TempDir::new("empty");
+        let err = open(&SPEC, &SearchPaths::only_dirs([dir.0.clone()])).unwrap_err();
+        let LoadError::NotFound { tried, .. } = &err else { panic!("expected NotFound, got {err:?}") };
+        assert_eq!(tried.len(), 2);
+        assert!(tried.iter().all(|a| a.outcome == AttemptOutcome::NotPresent));
+        let msg = err.to_string();
+        assert!(msg.starts_with("the Example library was not found; tried:"), "{msg}");
+        for name in SPEC.file_names {
+            assert!(msg.contains(&format!("{}: not present", dir.0.join(name).display())), "{msg}");
+        }
+        assert!(msg.ends_with("Install Example or set ROCM_PATH."), "{msg}");
+    }
+
+    #[test]
+    fn system_loader_failures_are_reported_with_the_loader_message() {
+        let search = SearchPaths { dirs: Vec::new(), system_loader: true };
+        let err = open(&SPEC, &search).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("libexample-rocm-vision.so (system loader path): "), "{msg}");
+        assert!(msg.contains("cannot open shared object file"), "{msg}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_library_is_skipped_with_the_reason() {
+        let dir = TempDir::new("garbage");
+        std::fs::write(dir.0.join(SPEC.file_names[0]), b"not an ELF file").unwrap();
+        let err = open(&SPEC, &SearchPaths::only_dirs([dir.0.clone()])).unwrap_err();
+        let LoadError::NotFound { tried, .. } = &err else { panic!("expected NotFound, got {err:?}") };
+        let AttemptOutcome::OpenFailed(reason) = &tried[0].outcome else { panic!("{tried:?}") };
+        assert!(!reason.is_empty());
+        assert_eq!(tried[1].outcome, AttemptOutcome::NotPresent);
+        assert!(err.to_string().contains(&dir.0.join(SPEC.file_names[0]).display().to_string()));
+    }
+
+    #[test]
+    fn a_library_without_the_symbols_names_the_first_missing_one() {
+        let dir = TempDir::new("libc");
+        let fake = dir.0.join(SPEC.file_names[1]);
+        std::os::unix::fs::symlink(loaded_libc(), &fake).unwrap();
+        let err = open(&SPEC, &SearchPaths::only_dirs([dir.0.clone()])).unwrap_err();
+        match &err {
+            LoadError::MissingSymbol { symbol, path, .. } => {
+                assert_eq!(*symbol, "example_fn_a");
+                assert_eq!(path, &fake);
+            }
+            other => panic!("expected MissingSymbol, got {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.contains("lacks the required symbol `example_fn_a`"), "{msg}");
+    }
+
+    #[test]
+    fn a_library_with_the_symbols_is_returned_with_its_path() {
+        let dir = TempDir::new("libc-ok");
+        let lib = dir.0.join(SPEC.file_names[0]);
+        std::os::unix::fs::symlink(loaded_libc(), &lib).unwrap();
+        let spec = LibrarySpec { symbols: &["malloc", "free"], ..SPEC };
+        let (library, path) = open(&spec, &SearchPaths::only_dirs([dir.0.clone()])).unwrap();
+        assert_eq!(path, lib);
+        // SAFETY: strlen's signature, called on a NUL-terminated string.
+        let strlen = unsafe { library.get::<unsafe extern "C" fn(*const std::ffi::c_char) -> usize>(b"strlen") };
+        assert_eq!(unsafe { strlen.unwrap()(c"four".as_ptr()) }, 4);
+    }
+}

@@ -1,0 +1,219 @@
+//! The caching allocator: size classes, a budget on every byte, and blocks reused in
+//! stream order.
+//!
+//! Freed blocks go to a cache keyed by size class instead of back to HIP (hipFree
+//! synchronises the device). Every byte is accounted: `live` (handed out), `cached`
+//! (held for reuse) and their peaks. The budget bounds what the allocator holds: an
+//! allocation that would pass it first releases cached blocks, and fails with
+//! [`RocmError::OverBudget`] when the live bytes alone would pass it.
+//!
+//! Reuse is safe without events because all work of a device is queued on its one
+//! stream: a kernel that reads a block was queued before the block was freed, so any
+//! later use of the block (also queued on that stream) runs after it. Host reads
+//! synchronise the stream. Releasing blocks to HIP synchronises the stream first.
+
+use crate::error::{Result, RocmError};
+use crate::runtime::{check, code};
+use cubecl_hip_sys as hip;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Blocks below this are rounded up to a multiple of [`SMALL_GRANULE`]; above it to a
+/// multiple of [`LARGE_GRANULE`] (bounded waste, few distinct classes).
+const SMALL_LIMIT: usize = 1 << 20;
+const SMALL_GRANULE: usize = 512;
+const LARGE_GRANULE: usize = 2 << 20;
+
+/// The block size an allocation of `bytes` gets.
+pub fn size_class(bytes: usize) -> usize {
+    let b = bytes.max(1);
+    if b < SMALL_LIMIT { b.div_ceil(SMALL_GRANULE) * SMALL_GRANULE } else { b.div_ceil(LARGE_GRANULE) * LARGE_GRANULE }
+}
+
+/// Counters of an allocator, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocStats {
+    pub live: usize,
+    pub cached: usize,
+    pub peak_live: usize,
+    /// Peak of live + cached: what the process held from HIP at most.
+    pub peak_reserved: usize,
+    pub allocations: u64,
+    pub cache_hits: u64,
+    pub budget: usize,
+}
+
+struct State {
+    free: BTreeMap<usize, Vec<usize>>,
+    stats: AllocStats,
+}
+
+/// A device's caching allocator.
+pub struct Allocator {
+    ordinal: usize,
+    state: Mutex<State>,
+}
+
+/// A block of device memory: pointer and block size.
+#[derive(Debug)]
+pub struct Block {
+    pub ptr: usize,
+    pub size: usize,
+}
+
+impl Allocator {
+    pub(crate) fn new(ordinal: usize) -> Self {
+        Allocator {
+            ordinal,
+            state: Mutex::new(State {
+                free: BTreeMap::new(),
+                stats: AllocStats { budget: usize::MAX, ..Default::default() },
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("allocator poisoned")
+    }
+
+    /// Sets the budget in bytes (`usize::MAX`: none). Cached blocks above it are released.
+    pub fn set_budget(&self, bytes: usize, stream: &crate::stream::Stream) -> Result<()> {
+        let mut st = self.lock();
+        st.stats.budget = bytes;
+        let excess = (st.stats.live + st.stats.cached).saturating_sub(bytes);
+        if excess > 0 {
+            self.release_cached(&mut st, excess, stream)?;
+        }
+        Ok(())
+    }
+
+    pub fn stats(&self) -> AllocStats {
+        self.lock().stats
+    }
+
+    /// Bytes an allocation of `bytes` may still take before the budget is reached.
+    pub fn available(&self) -> usize {
+        let st = self.lock();
+        st.stats.budget.saturating_sub(st.stats.live)
+    }
+
+    /// A block of at least `bytes`, from the cache when one of its size class is there.
+    pub(crate) fn alloc(&self, bytes: usize, stream: &crate::stream::Stream) -> Result<Block> {
+        let size = size_class(bytes);
+        let mut st = self.lock();
+        st.stats.allocations += 1;
+        if let Some(list) = st.free.get_mut(&size)
+            && let Some(ptr) = list.pop()
+        {
+            if list.is_empty() {
+                st.free.remove(&size);
+            }
+            st.stats.cached -= size;
+            st.stats.cache_hits += 1;
+            self.add_live(&mut st, size);
+            return Ok(Block { ptr, size });
+        }
+        if st.stats.live + size > st.stats.budget {
+            return Err(RocmError::OverBudget {
+                ordinal: self.ordinal,
+                requested: bytes,
+                live: st.stats.live,
+                budget: st.stats.budget,
+            });
+        }
+        let over = (st.stats.live + st.stats.cached + size).saturating_sub(st.stats.budget);
+        if over > 0 {
+            self.release_cached(&mut st, over, stream)?;
+        }
+        let ptr = match self.hip_malloc(size) {
+            Ok(p) => p,
+            Err(first) => {
+                // The device itself is full: give everything cached back and retry once.
+                let cached = st.stats.cached;
+                self.release_cached(&mut st, cached, stream)?;
+                self.hip_malloc(size).map_err(|code| RocmError::OutOfMemory {
+                    ordinal: self.ordinal,
+                    requested: bytes,
+                    live: st.stats.live,
+                    code: if code.code == first.code { code } else { first },
+                })?
+            }
+        };
+        self.add_live(&mut st, size);
+        Ok(Block { ptr, size })
+    }
+
+    fn add_live(&self, st: &mut State, size: usize) {
+        st.stats.live += size;
+        st.stats.peak_live = st.stats.peak_live.max(st.stats.live);
+        st.stats.peak_reserved = st.stats.peak_reserved.max(st.stats.live + st.stats.cached);
+    }
+
+    fn hip_malloc(&self, size: usize) -> std::result::Result<usize, crate::error::HipCode> {
+        let mut p = std::ptr::null_mut();
+        let rc = unsafe { hip::hipMalloc(&mut p, size) };
+        if rc == hip::hipError_t_hipSuccess { Ok(p as usize) } else { Err(code(rc)) }
+    }
+
+    /// Returns a block to the cache.
+    pub(crate) fn free(&self, block: Block) {
+        let mut st = self.lock();
+        st.stats.live -= block.size;
+        st.stats.cached += block.size;
+        st.free.entry(block.size).or_default().push(block.ptr);
+    }
+
+    /// Gives at least `bytes` of cached blocks back to HIP, largest first.
+    fn release_cached(&self, st: &mut State, bytes: usize, stream: &crate::stream::Stream) -> Result<()> {
+        if bytes == 0 || st.stats.cached == 0 {
+            return Ok(());
+        }
+        stream.synchronize()?;
+        let mut released = 0;
+        while released < bytes {
+            let Some((&size, _)) = st.free.iter().next_back() else { break };
+            let list = st.free.get_mut(&size).expect("present");
+            let ptr = list.pop().expect("non-empty lists only");
+            if list.is_empty() {
+                st.free.remove(&size);
+            }
+            unsafe { check("hipFree", hip::hipFree(ptr as *mut _))? };
+            st.stats.cached -= size;
+            released += size;
+        }
+        Ok(())
+    }
+
+    /// Releases every cached block to HIP.
+    pub fn trim(&self, stream: &crate::stream::Stream) -> Result<()> {
+        let mut st = self.lock();
+        let cached = st.stats.cached;
+        self.release_cached(&mut st, cached, stream)
+    }
+
+    /// Resets the peaks to the current values.
+    pub fn reset_peaks(&self) {
+        let mut st = self.lock();
+        st.stats.peak_live = st.stats.live;
+        st.stats.peak_reserved = st.stats.live + st.stats.cached;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes_bound_waste() {
+        assert_eq!(size_class(0), 512);
+        assert_eq!(size_class(1), 512);
+        assert_eq!(size_class(513), 1024);
+        assert_eq!(size_class(SMALL_LIMIT - 1), SMALL_LIMIT);
+        assert_eq!(size_class(SMALL_LIMIT), 2 << 20);
+        assert_eq!(size_class((2 << 20) + 1), 4 << 20);
+        for b in [1usize, 700, 5000, 1 << 20, 3 << 20, 1 << 30] {
+            let c = size_class(b);
+            assert!(c >= b && c - b < LARGE_GRANULE.max(SMALL_GRANULE), "{b} -> {c}");
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! The kernel JIT: the `kernels` crate's modules compiled by hiprtc for the device's
+//! architecture, with an on-disk cache of code objects.
+//!
+//! The cache key is (source hash including the prelude, compile options, hiprtc version,
+//! HIP runtime version, architecture) — never a name alone, so a changed kernel or
+//! toolchain can never load a stale code object. Entries are written atomically (temp
+//! file + rename) and carry a checksum; a corrupt entry is detected, reported and rebuilt.
+
+use crate::error::{Result, RocmError};
+use crate::runtime::{check, runtime};
+use cubecl_hip_sys as hip;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+const MAGIC: &[u8; 8] = b"RVKOBJ1\n";
+
+/// The options every module is compiled with.
+pub fn compile_options(arch: &str) -> Vec<String> {
+    vec![format!("--offload-arch={arch}"), "-O3".to_string()]
+}
+
+/// Compiles `module` with hiprtc for `arch`; needs the runtime but no GPU. A compile
+/// failure returns hiprtc's log.
+pub fn compile(module: &kernels::Module, arch: &str) -> Result<Vec<u8>> {
+    runtime()?;
+    let src = CString::new(module.source).map_err(|_| RocmError::op("compile", "kernel source contains NUL"))?;
+    let name = CString::new(module.file).expect("file names have no NUL");
+    let header = CString::new(kernels::PRELUDE).map_err(|_| RocmError::op("compile", "prelude contains NUL"))?;
+    let header_name = CString::new(kernels::PRELUDE_NAME).expect("no NUL");
+    let mut headers = [header.as_ptr()];
+    let mut header_names = [header_name.as_ptr()];
+    let mut prog: hip::hiprtcProgram = std::ptr::null_mut();
+    let rtc = |what: &str, rc: hip::hiprtcResult| -> Result<()> {
+        if rc == hip::hiprtcResult_HIPRTC_SUCCESS {
+            return Ok(());
+        }
+        let msg = unsafe { CStr::from_ptr(hip::hiprtcGetErrorString(rc)) }.to_string_lossy().into_owned();
+        Err(RocmError::Compile {
+            module: module.name.into(),
+            arch: arch.into(),
+            status: format!("{what}: {msg}"),
+            log: String::new(),
+        })
+    };
+    unsafe {
+        rtc(
+            "hiprtcCreateProgram",
+            hip::hiprtcCreateProgram(
+                &mut prog,
+                src.as_ptr(),
+                name.as_ptr(),
+                1,
+                headers.as_mut_ptr(),
+                header_names.as_mut_ptr(),
+            ),
+        )?
+    };
+    let opts: Vec<CString> = compile_options(arch).into_iter().map(|o| CString::new(o).expect("no NUL")).collect();
+    let mut opt_ptrs: Vec<*const std::os::raw::c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    let rc = unsafe { hip::hiprtcCompileProgram(prog, opt_ptrs.len() as i32, opt_ptrs.as_mut_ptr()) };
+    let result = if rc != hip::hiprtcResult_HIPRTC_SUCCESS {
+        let mut size = 0usize;
+        let mut log = String::new();
+        unsafe {
+            if hip::hiprtcGetProgramLogSize(prog, &mut size) == hip::hiprtcResult_HIPRTC_SUCCESS && size > 0 {
+                let mut buf = vec![0u8; size];
+                hip::hiprtcGetProgramLog(prog, buf.as_mut_ptr() as *mut _);
+                log = String::from_utf8_lossy(&buf).trim_end_matches('\0').to_string();
+            }
+        }
+        let status = unsafe { CStr::from_ptr(hip::hiprtcGetErrorString(rc)) }.to_string_lossy().into_owned();
+        Err(RocmError::Compile { module: module.name.into(), arch: arch.into(), status, log })
+    } else {
+        let mut size = 0usize;
+        unsafe { rtc("hiprtcGetCodeSize", hip::hiprtcGetCodeSize(prog, &mut size))? };
+        let mut code = vec![0u8; size];
+        unsafe { rtc("hiprtcGetCode", hip::hiprtcGetCode(prog, code.as_mut_ptr() as *mut _))? };
+        if code.is_empty() {
+            Err(RocmError::Compile {
+                module: module.name.into(),
+                arch: arch.into(),
+                status: "empty code object".into(),
+                log: String::new(),
+            })
+        } else {
+            Ok(code)
+        }
+    };
+    unsafe { hip::hiprtcDestroyProgram(&mut prog) };
+    result
+}
+
+/// The cache key of `module` compiled for `arch` with this runtime.
+pub fn cache_key(module: &kernels::Module, arch: &str) -> Result<String> {
+    let rt = runtime()?;
+    let mut h = Sha256::new();
+    h.update(kernels::PRELUDE.as_bytes());
+    h.update([0]);
+    h.update(module.source.as_bytes());
+    h.update([0]);
+    for o in compile_options(arch) {
+        h.update(o.as_bytes());
+        h.update([0]);
+    }
+    h.update(
+        format!("hiprtc {}.{}\0hip {}\0{arch}", rt.hiprtc_version.0, rt.hiprtc_version.1, rt.runtime_version)
+            .as_bytes(),
+    );
+    let digest = h.finalize();
+    Ok(digest.iter().take(16).map(|b| format!("{b:02x}")).collect())
+}
+
+/// Where code objects are cached: `$ROCM_VISION_KERNEL_CACHE`, else
+/// `$XDG_CACHE_HOME/rocm-vision/kernels`, else `~/.cache/rocm-vision/kernels`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("ROCM_VISION_KERNEL_CACHE") {
+        return Some(PathBuf::from(d));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("rocm-vision").join("kernels"))
+}
+
+/// Reads a cache entry; `Ok(None)` when absent, `Err` naming the problem when corrupt.
+fn read_entry(path: &Path) -> std::result::Result<Option<Vec<u8>>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    if bytes.len() < MAGIC.len() + 32 || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(format!("not a code-object cache entry ({} bytes, bad header)", bytes.len()));
+    }
+    let (sum, code) = bytes[MAGIC.len()..].split_at(32);
+    if Sha256::digest(code).as_slice() != sum {
+        return Err("checksum mismatch (truncated or corrupted)".into());
+    }
+    Ok(Some(code.to_vec()))
+}
+
+/// Writes a cache entry through a temporary file and a rename, so a reader never sees a
+/// partial entry.
+fn write_entry(path: &Path, code: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().expect("entries live in a directory");
+    std::fs::create_dir_all(dir)?;
+    let tmp =
+        dir.join(format!(".{}.{}.tmp", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
+    let mut data = Vec::with_capacity(MAGIC.len() + 32 + code.len());
+    data.extend_from_slice(MAGIC);
+    data.extend_from_slice(&Sha256::digest(code));
+    data.extend_from_slice(code);
+    std::fs::write(&tmp, &data)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The code object for `module` on `arch`: from the disk cache when valid, else compiled
+/// (and cached). Returns the code and whether it came from the cache.
+pub fn cached_code(module: &kernels::Module, arch: &str, dir: Option<&Path>) -> Result<(Vec<u8>, bool)> {
+    let path = match dir {
+        Some(d) => Some(d.join(format!("{}-{arch}-{}.co", module.name, cache_key(module, arch)?))),
+        None => None,
+    };
+    if let Some(p) = &path {
+        match read_entry(p) {
+            Ok(Some(code)) => return Ok((code, true)),
+            Ok(None) => {}
+            Err(why) => {
+                tracing::warn!(target: "rocm_backend::jit", path = %p.display(), %why, "corrupt kernel cache entry; rebuilding")
+            }
+        }
+    }
+    let t = std::time::Instant::now();
+    let code = compile(module, arch)?;
+    tracing::info!(target: "rocm_backend::jit", module = module.name, arch, bytes = code.len(), seconds = t.elapsed().as_secs_f64(), "compiled kernel module");
+    if let Some(p) = &path
+        && let Err(e) = write_entry(p, &code)
+    {
+        tracing::warn!(target: "rocm_backend::jit", path = %p.display(), error = %e, "could not write the kernel cache");
+    }
+    Ok((code, false))
+}
+
+/// A kernel entry point, ready to launch.
+#[derive(Clone, Copy, Debug)]
+pub struct Function(pub(crate) hip::hipFunction_t);
+
+// SAFETY: HIP function handles are immutable and valid on any thread while the module is
+// loaded (modules stay loaded for the device's lifetime).
+unsafe impl Send for Function {}
+unsafe impl Sync for Function {}
+
+struct LoadedModule {
+    handle: hip::hipModule_t,
+    functions: Mutex<HashMap<String, Function>>,
+}
+
+// SAFETY: see `Function`.
+unsafe impl Send for LoadedModule {}
+unsafe impl Sync for LoadedModule {}
+
+/// Per-device JIT: loads each module once and hands out functions.
+pub struct Jit {
+    arch: String,
+    cache_dir: Option<PathBuf>,
+    modules: Mutex<HashMap<&'static str, Arc<LoadedModule>>>,
+    /// Every entry point resolved so far: a launch looks its kernel up here first.
+    resolved: Mutex<HashMap<String, Function>>,
+}
+
+impl Jit {
+    pub(crate) fn new(arch: &str) -> Result<Jit> {
+        Ok(Jit {
+            arch: arch.to_string(),
+            cache_dir: default_cache_dir(),
+            modules: Mutex::new(HashMap::new()),
+            resolved: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    /// The entry point `entry` of the module that defines it. The device must be current.
+    pub fn function(&self, entry: &str) -> Result<Function> {
+        if let Some(f) = self.resolved.lock().expect("jit poisoned").get(entry) {
+            return Ok(*f);
+        }
+        let module = kernels::MODULES
+            .iter()
+            .find(|m| m.defines(entry))
+            .ok_or_else(|| RocmError::MissingKernel { module: "(any)".into(), entry: entry.into() })?;
+        let loaded = self.load(module)?;
+        let mut fns = loaded.functions.lock().expect("jit poisoned");
+        if let Some(f) = fns.get(entry) {
+            return Ok(*f);
+        }
+        let name = CString::new(entry).map_err(|_| RocmError::op("function", "entry name contains NUL"))?;
+        let mut f = std::ptr::null_mut();
+        let rc = unsafe { hip::hipModuleGetFunction(&mut f, loaded.handle, name.as_ptr()) };
+        if rc != hip::hipError_t_hipSuccess {
+            return Err(RocmError::MissingKernel { module: module.name.into(), entry: entry.into() });
+        }
+        fns.insert(entry.to_string(), Function(f));
+        self.resolved.lock().expect("jit poisoned").insert(entry.to_string(), Function(f));
+        Ok(Function(f))
+    }
+
+    fn load(&self, module: &'static kernels::Module) -> Result<Arc<LoadedModule>> {
+        let mut mods = self.modules.lock().expect("jit poisoned");
+        if let Some(m) = mods.get(module.name) {
+            return Ok(m.clone());
+        }
+        let (code, from_cache) = cached_code(module, &self.arch, self.cache_dir.as_deref())?;
+        let mut handle = std::ptr::null_mut();
+        let mut rc = unsafe { hip::hipModuleLoadData(&mut handle, code.as_ptr() as *const _) };
+        if rc != hip::hipError_t_hipSuccess && from_cache {
+            // A cached object that passes its checksum but does not load (a driver change
+            // the key did not capture): rebuild once.
+            tracing::warn!(target: "rocm_backend::jit", module = module.name, "cached code object failed to load; recompiling");
+            let (code, _) = cached_code(module, &self.arch, None)?;
+            if let Some(d) = &self.cache_dir {
+                let _ = write_entry(
+                    &d.join(format!("{}-{}-{}.co", module.name, self.arch, cache_key(module, &self.arch)?)),
+                    &code,
+                );
+            }
+            rc = unsafe { hip::hipModuleLoadData(&mut handle, code.as_ptr() as *const _) };
+        }
+        check("hipModuleLoadData", rc)?;
+        let m = Arc::new(LoadedModule { handle, functions: Mutex::new(HashMap::new()) });
+        mods.insert(module.name, m.clone());
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_entries_detect_corruption() {
+        let dir = std::env::temp_dir().join(format!("rv-jit-cache-{}", std::process::id()));
+        let p = dir.join("m-gfx1100-0123.co");
+        let code = b"\x7fELF fake code object".to_vec();
+        write_entry(&p, &code).unwrap();
+        assert_eq!(read_entry(&p).unwrap(), Some(code.clone()));
+        // Flip one byte of the code: the checksum catches it.
+        let mut bytes = std::fs::read(&p).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(read_entry(&p).unwrap_err().contains("checksum"));
+        // Truncate into the header.
+        std::fs::write(&p, &bytes[..10]).unwrap();
+        assert!(read_entry(&p).unwrap_err().contains("bad header"));
+        assert_eq!(read_entry(&dir.join("absent.co")).unwrap(), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,28 @@
+//! The ROCm device for rocm-vision.
+//!
+//! HIP and hiprtc are loaded at run time through `cubecl-hip-sys` ([`runtime`]); rocBLAS
+//! through `rocblas-sys`. Nothing links against ROCm at build time: on a machine without
+//! ROCm every entry point returns [`RocmError::RuntimeNotFound`], and with the runtime
+//! but no GPU, [`RocmError::NoDevice`].
+//!
+//! A [`RocmDevice`] owns one stream, a budgeted caching [`Allocator`](alloc::Allocator)
+//! and a kernel [`Jit`](jit::Jit) with an on-disk code-object cache. [`ops`] are the
+//! tensor operations on [`DeviceArray`]s; [`conv`] runs the conv engine's plans.
+
+pub mod alloc;
+pub mod blas;
+pub mod buffer;
+pub mod conv;
+pub mod device;
+pub mod error;
+pub mod jit;
+pub mod launch;
+pub mod ops;
+pub mod runtime;
+pub mod stream;
+
+pub use buffer::{DeviceArray, DeviceBuffer};
+pub use conv::{RocmCatalog, RocmConv};
+pub use device::{ArchFamily, DeviceInfo, RocmDevice};
+pub use error::{Result, RocmError};
+pub use runtime::{HipRuntime, runtime};

@@ -1,0 +1,640 @@
+//! Tensor operations on device arrays: each is one or two kernel launches on the
+//! device's stream, with the input read through its candle `Layout` (strides, offset).
+//! Outputs are new contiguous arrays.
+
+use crate::buffer::DeviceArray;
+use crate::device::RocmDevice;
+use crate::error::{Result, RocmError};
+use crate::launch::{Arg, grid_for, launch};
+use candle_core::{DType, Layout};
+use kernels::StridedLayout;
+use std::sync::Arc;
+
+const BLOCK: u32 = 256;
+
+/// The kernels' dtype for a candle dtype.
+pub fn kernel_dtype(dtype: DType) -> Result<kernels::DType> {
+    Ok(match dtype {
+        DType::F32 => kernels::DType::F32,
+        DType::F16 => kernels::DType::F16,
+        DType::BF16 => kernels::DType::BF16,
+        DType::F64 => kernels::DType::F64,
+        DType::U8 => kernels::DType::U8,
+        DType::U32 => kernels::DType::U32,
+        DType::I64 => kernels::DType::I64,
+        other => return Err(RocmError::op("kernel", format!("dtype {other:?} is not supported on ROCm"))),
+    })
+}
+
+fn float_only(op: &'static str, dtype: DType) -> Result<kernels::DType> {
+    let d = kernel_dtype(dtype)?;
+    if !kernels::DType::FLOAT.contains(&d) {
+        return Err(RocmError::op(op, format!("needs a float dtype, got {dtype:?}")));
+    }
+    Ok(d)
+}
+
+/// The view `layout` describes, as the kernels take it.
+pub fn strided(layout: &Layout) -> Result<StridedLayout> {
+    StridedLayout::new(layout.dims(), layout.stride())
+        .map_err(|e| RocmError::op("layout", format!("{:?}: {e}", layout.dims())))
+}
+
+fn check_view(op: &'static str, x: &DeviceArray, layout: &Layout) -> Result<()> {
+    let dims = layout.dims();
+    let last = dims.iter().zip(layout.stride()).map(|(&d, &s)| if d == 0 { 0 } else { (d - 1) * s }).sum::<usize>()
+        + layout.start_offset();
+    if layout.shape().elem_count() > 0 && last >= x.len {
+        return Err(RocmError::op(op, format!("layout {:?} reads element {last} of a {}-element array", dims, x.len)));
+    }
+    Ok(())
+}
+
+fn device(x: &DeviceArray) -> &Arc<RocmDevice> {
+    x.device()
+}
+
+/// `out = op(x)` for the unary ops of the kernels crate (`param`: leaky_relu's slope).
+pub fn unary(op: &str, x: &DeviceArray, layout: &Layout, param: f64) -> Result<DeviceArray> {
+    check_view("unary", x, layout)?;
+    let d = float_only("unary", x.dtype)?;
+    let n = layout.shape().elem_count();
+    let out = DeviceArray::alloc(device(x), x.dtype, n)?;
+    if n > 0 {
+        let entry = format!("unary_{op}_{}", d.suffix());
+        launch(
+            device(x),
+            &entry,
+            (grid_for(n, BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(n as i64),
+                Arg::Strided(strided(layout)?),
+                Arg::Ptr(x.ptr_at(layout.start_offset())),
+                Arg::Ptr(out.ptr_at(0)),
+                Arg::F64(param),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// `out = x · mul + add`.
+pub fn affine(x: &DeviceArray, layout: &Layout, mul: f64, add: f64) -> Result<DeviceArray> {
+    check_view("affine", x, layout)?;
+    let d = float_only("affine", x.dtype)?;
+    let n = layout.shape().elem_count();
+    let out = DeviceArray::alloc(device(x), x.dtype, n)?;
+    if n > 0 {
+        launch(
+            device(x),
+            &format!("affine_{}", d.suffix()),
+            (grid_for(n, BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(n as i64),
+                Arg::Strided(strided(layout)?),
+                Arg::Ptr(x.ptr_at(layout.start_offset())),
+                Arg::Ptr(out.ptr_at(0)),
+                Arg::F64(mul),
+                Arg::F64(add),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// `out = lhs op rhs`; both layouts already broadcast to the output shape (stride 0 on
+/// broadcast dimensions).
+pub fn binary(op: &str, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rhs_l: &Layout) -> Result<DeviceArray> {
+    check_view("binary", lhs, lhs_l)?;
+    check_view("binary", rhs, rhs_l)?;
+    if lhs.dtype != rhs.dtype {
+        return Err(RocmError::op("binary", format!("dtypes differ: {:?} and {:?}", lhs.dtype, rhs.dtype)));
+    }
+    if lhs_l.dims() != rhs_l.dims() {
+        return Err(RocmError::op(
+            "binary",
+            format!("shapes differ after broadcasting: {:?} and {:?}", lhs_l.dims(), rhs_l.dims()),
+        ));
+    }
+    if !Arc::ptr_eq(device(lhs), device(rhs)) {
+        return Err(RocmError::op("binary", "operands on different devices"));
+    }
+    let d = kernel_dtype(lhs.dtype)?;
+    let n = lhs_l.shape().elem_count();
+    let out = DeviceArray::alloc(device(lhs), lhs.dtype, n)?;
+    if n > 0 {
+        launch(
+            device(lhs),
+            &format!("binary_{op}_{}", d.suffix()),
+            (grid_for(n, BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(n as i64),
+                Arg::Strided(strided(lhs_l)?),
+                Arg::Strided(strided(rhs_l)?),
+                Arg::Ptr(lhs.ptr_at(lhs_l.start_offset())),
+                Arg::Ptr(rhs.ptr_at(rhs_l.start_offset())),
+                Arg::Ptr(out.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// Converts to `dtype` (contiguous output).
+pub fn cast(x: &DeviceArray, layout: &Layout, dtype: DType) -> Result<DeviceArray> {
+    if dtype == x.dtype {
+        return contiguous(x, layout);
+    }
+    check_view("cast", x, layout)?;
+    let (s, d) = (kernel_dtype(x.dtype)?, kernel_dtype(dtype)?);
+    let n = layout.shape().elem_count();
+    let out = DeviceArray::alloc(device(x), dtype, n)?;
+    if n > 0 {
+        launch(
+            device(x),
+            &format!("cast_{}_{}", s.suffix(), d.suffix()),
+            (grid_for(n, BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(n as i64),
+                Arg::Strided(strided(layout)?),
+                Arg::Ptr(x.ptr_at(layout.start_offset())),
+                Arg::Ptr(out.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// The view made contiguous (a device copy; a plain memcpy when it already is).
+pub fn contiguous(x: &DeviceArray, layout: &Layout) -> Result<DeviceArray> {
+    check_view("contiguous", x, layout)?;
+    let n = layout.shape().elem_count();
+    let out = DeviceArray::alloc(device(x), x.dtype, n)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    if layout.is_contiguous() {
+        let es = x.dtype.size_in_bytes();
+        out.buffer.copy_from(0, &x.buffer, layout.start_offset() * es, n * es)?;
+        return Ok(out);
+    }
+    let d = kernel_dtype(x.dtype)?;
+    launch(
+        device(x),
+        &format!("copy_strided_{}", d.bits_suffix()),
+        (grid_for(n, BLOCK), 1, 1),
+        (BLOCK, 1, 1),
+        &mut [
+            Arg::I64(n as i64),
+            Arg::Strided(strided(layout)?),
+            Arg::Ptr(x.ptr_at(layout.start_offset())),
+            Arg::Ptr(out.ptr_at(0)),
+        ],
+    )?;
+    Ok(out)
+}
+
+/// An array of `len` elements all equal to `value`.
+pub fn full(dev: &Arc<RocmDevice>, dtype: DType, len: usize, value: f64) -> Result<DeviceArray> {
+    let out = DeviceArray::alloc(dev, dtype, len)?;
+    if len == 0 {
+        return Ok(out);
+    }
+    let d = kernel_dtype(dtype)?;
+    let v = match dtype {
+        DType::F32 => Arg::B32((value as f32).to_bits()),
+        DType::F16 => Arg::B16(half::f16::from_f64(value).to_bits()),
+        DType::BF16 => Arg::B16(half::bf16::from_f64(value).to_bits()),
+        DType::F64 => Arg::B64(value.to_bits()),
+        DType::U8 => Arg::B8(value as u8),
+        DType::U32 => Arg::B32(value as u32),
+        DType::I64 => Arg::B64((value as i64) as u64),
+        other => return Err(RocmError::op("full", format!("dtype {other:?} is not supported on ROCm"))),
+    };
+    launch(
+        dev,
+        &format!("fill_{}", d.suffix()),
+        (grid_for(len, BLOCK), 1, 1),
+        (BLOCK, 1, 1),
+        &mut [Arg::I64(len as i64), Arg::Ptr(out.ptr_at(0)), v],
+    )?;
+    Ok(out)
+}
+
+/// `[batch, rows, cols]` → `[batch, cols, rows]` through shared-memory tiles.
+pub fn transpose2d(x: &DeviceArray, batch: usize, rows: usize, cols: usize) -> Result<DeviceArray> {
+    if batch * rows * cols > x.len {
+        return Err(RocmError::op(
+            "transpose2d",
+            format!("[{batch}, {rows}, {cols}] exceeds a {}-element array", x.len),
+        ));
+    }
+    let out = DeviceArray::alloc(device(x), x.dtype, batch * rows * cols)?;
+    if out.len == 0 {
+        return Ok(out);
+    }
+    let d = kernel_dtype(x.dtype)?;
+    launch(
+        device(x),
+        &format!("transpose2d_{}", d.bits_suffix()),
+        (cols.div_ceil(32) as u32, rows.div_ceil(32) as u32, batch.min(65535) as u32),
+        (32, 8, 1),
+        &mut [
+            Arg::I64(batch as i64),
+            Arg::I32(rows as i32),
+            Arg::I32(cols as i32),
+            Arg::Ptr(x.ptr_at(0)),
+            Arg::Ptr(out.ptr_at(0)),
+        ],
+    )?;
+    Ok(out)
+}
+
+/// `dst[r·dst_stride + c] = src[r·src_stride + c]` for `rows × cols` elements, at
+/// element offsets `src_off` / `dst_off` (concatenation and slicing).
+#[allow(clippy::too_many_arguments)]
+pub fn copy2d(
+    src: &DeviceArray,
+    src_off: usize,
+    src_stride: usize,
+    dst: &DeviceArray,
+    dst_off: usize,
+    dst_stride: usize,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    if src.dtype != dst.dtype {
+        return Err(RocmError::op("copy2d", format!("dtypes differ: {:?} and {:?}", src.dtype, dst.dtype)));
+    }
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let last_src = src_off + (rows - 1) * src_stride + cols;
+    let last_dst = dst_off + (rows - 1) * dst_stride + cols;
+    if last_src > src.len || last_dst > dst.len {
+        return Err(RocmError::op("copy2d", "copy reaches past the end of an array"));
+    }
+    let d = kernel_dtype(src.dtype)?;
+    launch(
+        device(src),
+        &format!("copy2d_{}", d.bits_suffix()),
+        (grid_for(rows * cols, BLOCK), 1, 1),
+        (BLOCK, 1, 1),
+        &mut [
+            Arg::I64(rows as i64),
+            Arg::I64(cols as i64),
+            Arg::I64(src_stride as i64),
+            Arg::I64(dst_stride as i64),
+            Arg::Ptr(src.ptr_at(src_off)),
+            Arg::Ptr(dst.ptr_at(dst_off)),
+        ],
+    )
+}
+
+/// Reduction kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduce {
+    Sum,
+    Max,
+    Min,
+    ArgMax,
+    ArgMin,
+}
+
+impl Reduce {
+    fn name(self) -> &'static str {
+        match self {
+            Reduce::Sum => "sum",
+            Reduce::Max => "max",
+            Reduce::Min => "min",
+            Reduce::ArgMax => "argmax",
+            Reduce::ArgMin => "argmin",
+        }
+    }
+}
+
+/// Reduces the middle dimension of a contiguous `[outer, len, inner]` array. Arg
+/// reductions return u32 indices.
+pub fn reduce(op: Reduce, x: &DeviceArray, outer: usize, len: usize, inner: usize) -> Result<DeviceArray> {
+    let d = float_only("reduce", x.dtype)?;
+    if outer * len * inner != x.len {
+        return Err(RocmError::op(
+            "reduce",
+            format!("[{outer}, {len}, {inner}] does not cover a {}-element array", x.len),
+        ));
+    }
+    if len == 0 {
+        return Err(RocmError::op("reduce", "cannot reduce an empty dimension"));
+    }
+    let out_dtype = if matches!(op, Reduce::ArgMax | Reduce::ArgMin) { DType::U32 } else { x.dtype };
+    let out = DeviceArray::alloc(device(x), out_dtype, outer * inner)?;
+    if out.len == 0 {
+        return Ok(out);
+    }
+    if inner == 1 {
+        launch(
+            device(x),
+            &format!("reduce_{}_lastdim_{}", op.name(), d.suffix()),
+            (outer.clamp(1, 1 << 20) as u32, 1, 1),
+            (BLOCK, 1, 1),
+            &mut [Arg::I64(outer as i64), Arg::I64(len as i64), Arg::Ptr(x.ptr_at(0)), Arg::Ptr(out.ptr_at(0))],
+        )?;
+    } else {
+        launch(
+            device(x),
+            &format!("reduce_{}_strided_{}", op.name(), d.suffix()),
+            (grid_for(outer * inner, BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(outer as i64),
+                Arg::I64(len as i64),
+                Arg::I64(inner as i64),
+                Arg::Ptr(x.ptr_at(0)),
+                Arg::Ptr(out.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// Softmax over the last dimension of a contiguous `[rows, cols]` array.
+pub fn softmax_last_dim(x: &DeviceArray, rows: usize, cols: usize) -> Result<DeviceArray> {
+    let d = float_only("softmax", x.dtype)?;
+    if rows * cols != x.len {
+        return Err(RocmError::op("softmax", format!("[{rows}, {cols}] does not cover a {}-element array", x.len)));
+    }
+    let out = DeviceArray::alloc(device(x), x.dtype, x.len)?;
+    if x.len > 0 {
+        launch(
+            device(x),
+            &format!("softmax_lastdim_{}", d.suffix()),
+            (rows.clamp(1, 1 << 20) as u32, 1, 1),
+            (BLOCK, 1, 1),
+            &mut [Arg::I64(rows as i64), Arg::I64(cols as i64), Arg::Ptr(x.ptr_at(0)), Arg::Ptr(out.ptr_at(0))],
+        )?;
+    }
+    Ok(out)
+}
+
+/// Group normalisation of a contiguous `[n, c, hw]` array, optional affine and fused SiLU.
+#[allow(clippy::too_many_arguments)]
+pub fn group_norm(
+    x: &DeviceArray,
+    n: usize,
+    c: usize,
+    hw: usize,
+    groups: usize,
+    gamma: Option<&DeviceArray>,
+    beta: Option<&DeviceArray>,
+    eps: f64,
+    silu: bool,
+) -> Result<DeviceArray> {
+    let d = float_only("group_norm", x.dtype)?;
+    if n * c * hw != x.len || groups == 0 || c % groups != 0 {
+        return Err(RocmError::op(
+            "group_norm",
+            format!("[{n}, {c}, {hw}] with {groups} groups does not fit a {}-element array", x.len),
+        ));
+    }
+    for t in [gamma, beta].into_iter().flatten() {
+        if t.len != c || t.dtype != x.dtype {
+            return Err(RocmError::op(
+                "group_norm",
+                format!("affine parameter has {} {:?} elements, expected {c} {:?}", t.len, t.dtype, x.dtype),
+            ));
+        }
+    }
+    let out = DeviceArray::alloc(device(x), x.dtype, x.len)?;
+    if x.len == 0 {
+        return Ok(out);
+    }
+    // Enough slices per group to fill the GPU, each slice at least a few thousand values.
+    let per_group = (c / groups) * hw;
+    let chunks = per_group.div_ceil(8192).clamp(1, 256);
+    let partial = DeviceArray::alloc(device(x), DType::F32, n * groups * chunks * 3)?;
+    let grid = (chunks as u32, groups as u32, n as u32);
+    launch(
+        device(x),
+        &format!("group_norm_stats_{}", d.suffix()),
+        grid,
+        (BLOCK, 1, 1),
+        &mut [
+            Arg::I32(n as i32),
+            Arg::I32(c as i32),
+            Arg::I64(hw as i64),
+            Arg::I32(groups as i32),
+            Arg::I32(chunks as i32),
+            Arg::Ptr(x.ptr_at(0)),
+            Arg::Ptr(partial.ptr_at(0)),
+        ],
+    )?;
+    launch(
+        device(x),
+        &format!("group_norm_apply_{}", d.suffix()),
+        grid,
+        (BLOCK, 1, 1),
+        &mut [
+            Arg::I32(n as i32),
+            Arg::I32(c as i32),
+            Arg::I64(hw as i64),
+            Arg::I32(groups as i32),
+            Arg::I32(chunks as i32),
+            Arg::Ptr(partial.ptr_at(0)),
+            Arg::F64(eps),
+            Arg::Ptr(gamma.map_or(0, |g| g.ptr_at(0))),
+            Arg::Ptr(beta.map_or(0, |b| b.ptr_at(0))),
+            Arg::Ptr(x.ptr_at(0)),
+            Arg::Ptr(out.ptr_at(0)),
+            Arg::I32(silu as i32),
+        ],
+    )?;
+    Ok(out)
+}
+
+/// Layer normalisation over the last dimension of a contiguous `[rows, cols]` array.
+pub fn layer_norm(
+    x: &DeviceArray,
+    rows: usize,
+    cols: usize,
+    gamma: Option<&DeviceArray>,
+    beta: Option<&DeviceArray>,
+    eps: f64,
+) -> Result<DeviceArray> {
+    let d = float_only("layer_norm", x.dtype)?;
+    if rows * cols != x.len {
+        return Err(RocmError::op("layer_norm", format!("[{rows}, {cols}] does not cover a {}-element array", x.len)));
+    }
+    for t in [gamma, beta].into_iter().flatten() {
+        if t.len != cols || t.dtype != x.dtype {
+            return Err(RocmError::op(
+                "layer_norm",
+                format!("affine parameter has {} {:?} elements, expected {cols} {:?}", t.len, t.dtype, x.dtype),
+            ));
+        }
+    }
+    let out = DeviceArray::alloc(device(x), x.dtype, x.len)?;
+    if x.len > 0 {
+        launch(
+            device(x),
+            &format!("layer_norm_{}", d.suffix()),
+            (rows.clamp(1, 1 << 20) as u32, 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(rows as i64),
+                Arg::I64(cols as i64),
+                Arg::F64(eps),
+                Arg::Ptr(gamma.map_or(0, |g| g.ptr_at(0))),
+                Arg::Ptr(beta.map_or(0, |b| b.ptr_at(0))),
+                Arg::Ptr(x.ptr_at(0)),
+                Arg::Ptr(out.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// Nearest-neighbour resize of a contiguous `[planes, h, w]` array to `oh × ow`.
+pub fn upsample_nearest2d(
+    x: &DeviceArray,
+    planes: usize,
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+) -> Result<DeviceArray> {
+    if planes * h * w != x.len {
+        return Err(RocmError::op(
+            "upsample_nearest2d",
+            format!("[{planes}, {h}, {w}] does not cover a {}-element array", x.len),
+        ));
+    }
+    let out = DeviceArray::alloc(device(x), x.dtype, planes * oh * ow)?;
+    if out.len > 0 {
+        let d = kernel_dtype(x.dtype)?;
+        launch(
+            device(x),
+            &format!("upsample_nearest2d_{}", d.bits_suffix()),
+            (grid_for(out.len, BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(planes as i64),
+                Arg::I32(h as i32),
+                Arg::I32(w as i32),
+                Arg::I32(oh as i32),
+                Arg::I32(ow as i32),
+                Arg::Ptr(x.ptr_at(0)),
+                Arg::Ptr(out.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// Border modes of [`pad2d`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pad {
+    Zero,
+    Reflect,
+    Replicate,
+}
+
+/// Pads the last two dimensions of a contiguous `[planes, h, w]` array.
+#[allow(clippy::too_many_arguments)]
+pub fn pad2d(
+    x: &DeviceArray,
+    planes: usize,
+    h: usize,
+    w: usize,
+    top: usize,
+    bottom: usize,
+    left: usize,
+    right: usize,
+    mode: Pad,
+) -> Result<DeviceArray> {
+    if planes * h * w != x.len {
+        return Err(RocmError::op("pad2d", format!("[{planes}, {h}, {w}] does not cover a {}-element array", x.len)));
+    }
+    if mode == Pad::Reflect && (top >= h || bottom >= h || left >= w || right >= w) {
+        return Err(RocmError::op(
+            "pad2d",
+            format!(
+                "reflect padding ({top}, {bottom}, {left}, {right}) must be smaller than the padded dimensions ({h}, {w})"
+            ),
+        ));
+    }
+    let (oh, ow) = (h + top + bottom, w + left + right);
+    let out = DeviceArray::alloc(device(x), x.dtype, planes * oh * ow)?;
+    if out.len > 0 {
+        let d = kernel_dtype(x.dtype)?;
+        let name = match mode {
+            Pad::Zero => "zero",
+            Pad::Reflect => "reflect",
+            Pad::Replicate => "replicate",
+        };
+        launch(
+            device(x),
+            &format!("pad2d_{name}_{}", d.bits_suffix()),
+            (grid_for(out.len, BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(planes as i64),
+                Arg::I32(h as i32),
+                Arg::I32(w as i32),
+                Arg::I32(top as i32),
+                Arg::I32(left as i32),
+                Arg::I32(oh as i32),
+                Arg::I32(ow as i32),
+                Arg::Ptr(x.ptr_at(0)),
+                Arg::Ptr(out.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// Max or average pooling of a contiguous `[planes, h, w]` array, square window, no
+/// padding.
+#[allow(clippy::too_many_arguments)]
+pub fn pool2d(
+    x: &DeviceArray,
+    max: bool,
+    planes: usize,
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+    kernel: usize,
+    stride: usize,
+) -> Result<DeviceArray> {
+    let d = float_only("pool2d", x.dtype)?;
+    if planes * h * w != x.len {
+        return Err(RocmError::op("pool2d", format!("[{planes}, {h}, {w}] does not cover a {}-element array", x.len)));
+    }
+    let out = DeviceArray::alloc(device(x), x.dtype, planes * oh * ow)?;
+    if out.len > 0 {
+        launch(
+            device(x),
+            &format!("pool2d_{}_{}", if max { "max" } else { "avg" }, d.suffix()),
+            (grid_for(out.len, BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(planes as i64),
+                Arg::I32(h as i32),
+                Arg::I32(w as i32),
+                Arg::I32(oh as i32),
+                Arg::I32(ow as i32),
+                Arg::I32(kernel as i32),
+                Arg::I32(kernel as i32),
+                Arg::I32(stride as i32),
+                Arg::I32(stride as i32),
+                Arg::Ptr(x.ptr_at(0)),
+                Arg::Ptr(out.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,350 @@
+//! Tensor ops on ROCm: a device array plus a candle `Layout` (shape, strides, offset),
+//! so that views (transpose, narrow, broadcast) cost nothing until a kernel reads them.
+
+use crate::error::{Error, Result};
+use candle_core::{DType, Layout, Shape};
+use rocm_backend::ops::{self, Pad, Reduce};
+use rocm_backend::{DeviceArray, RocmDevice};
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+pub(crate) struct RocmTensor {
+    pub array: DeviceArray,
+    pub layout: Layout,
+}
+
+fn op_err(op: &'static str, e: rocm_backend::RocmError) -> Error {
+    Error::Op { op, msg: e.to_string() }
+}
+
+impl RocmTensor {
+    pub fn contiguous_new(array: DeviceArray, shape: &[usize]) -> RocmTensor {
+        RocmTensor { array, layout: Layout::contiguous(shape) }
+    }
+
+    pub fn device(&self) -> &Arc<RocmDevice> {
+        self.array.device()
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        self.layout.dims()
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.array.dtype
+    }
+
+    pub fn elem_count(&self) -> usize {
+        self.layout.shape().elem_count()
+    }
+
+    /// Upload a contiguous host slice.
+    pub fn from_slice<T: candle_core::WithDType>(
+        dev: &Arc<RocmDevice>,
+        data: &[T],
+        shape: &[usize],
+    ) -> Result<RocmTensor> {
+        let a = DeviceArray::from_slice(dev, data).map_err(|e| op_err("to_device", e))?;
+        Ok(RocmTensor::contiguous_new(a, shape))
+    }
+
+    /// Upload a CPU candle tensor.
+    pub fn from_candle(dev: &Arc<RocmDevice>, t: &candle_core::Tensor) -> Result<RocmTensor> {
+        let t = t.contiguous()?;
+        let shape = t.dims().to_vec();
+        let flat = t.flatten_all()?;
+        macro_rules! up {
+            ($ty:ty) => {
+                RocmTensor::from_slice(dev, &flat.to_vec1::<$ty>()?, &shape)
+            };
+        }
+        match t.dtype() {
+            DType::F32 => up!(f32),
+            DType::F16 => up!(half::f16),
+            DType::BF16 => up!(half::bf16),
+            DType::F64 => up!(f64),
+            DType::U8 => up!(u8),
+            DType::U32 => up!(u32),
+            DType::I64 => up!(i64),
+            other => Err(Error::op("to_device", format!("dtype {other:?} is not supported on ROCm"))),
+        }
+    }
+
+    /// Download to a CPU candle tensor.
+    pub fn to_candle(&self) -> Result<candle_core::Tensor> {
+        let c = self.contiguous()?;
+        let shape = self.dims().to_vec();
+        let dev = candle_core::Device::Cpu;
+        macro_rules! down {
+            ($ty:ty) => {
+                candle_core::Tensor::from_vec(c.array.to_vec::<$ty>().map_err(|e| op_err("to_cpu", e))?, shape, &dev)?
+            };
+        }
+        Ok(match self.dtype() {
+            DType::F32 => down!(f32),
+            DType::F16 => down!(half::f16),
+            DType::BF16 => down!(half::bf16),
+            DType::F64 => down!(f64),
+            DType::U8 => down!(u8),
+            DType::U32 => down!(u32),
+            DType::I64 => down!(i64),
+            other => return Err(Error::op("to_cpu", format!("dtype {other:?} is not supported on ROCm"))),
+        })
+    }
+
+    pub fn contiguous(&self) -> Result<RocmTensor> {
+        if self.layout.is_contiguous() && self.layout.start_offset() == 0 && self.array.len == self.elem_count() {
+            return Ok(self.clone());
+        }
+        let a = ops::contiguous(&self.array, &self.layout).map_err(|e| op_err("contiguous", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    fn with_layout(&self, layout: Layout) -> RocmTensor {
+        RocmTensor { array: self.array.clone(), layout }
+    }
+
+    pub fn unary(&self, op: &'static str, param: f64) -> Result<RocmTensor> {
+        let a = ops::unary(op, &self.array, &self.layout, param).map_err(|e| op_err(op, e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    pub fn affine(&self, mul: f64, add: f64) -> Result<RocmTensor> {
+        let a = ops::affine(&self.array, &self.layout, mul, add).map_err(|e| op_err("affine", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    pub fn binary(&self, op: &'static str, rhs: &RocmTensor) -> Result<RocmTensor> {
+        let shape = self.layout.shape().broadcast_shape_binary_op(rhs.layout.shape(), op)?;
+        let l = self.layout.broadcast_as(shape.clone())?;
+        let r = rhs.layout.broadcast_as(shape.clone())?;
+        let a = ops::binary(op, &self.array, &l, &rhs.array, &r).map_err(|e| op_err(op, e))?;
+        Ok(RocmTensor::contiguous_new(a, shape.dims()))
+    }
+
+    pub fn to_dtype(&self, dtype: DType) -> Result<RocmTensor> {
+        let a = ops::cast(&self.array, &self.layout, dtype).map_err(|e| op_err("to_dtype", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    pub fn reshape(&self, shape: &[usize]) -> Result<RocmTensor> {
+        let c = self.contiguous()?;
+        Ok(RocmTensor { layout: Layout::contiguous_with_offset(shape, c.layout.start_offset()), array: c.array })
+    }
+
+    pub fn permute(&self, dims: &[usize]) -> Result<RocmTensor> {
+        Ok(self.with_layout(self.layout.permute(dims)?))
+    }
+
+    pub fn transpose(&self, a: usize, b: usize) -> Result<RocmTensor> {
+        Ok(self.with_layout(self.layout.transpose(a, b)?))
+    }
+
+    pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<RocmTensor> {
+        Ok(self.with_layout(self.layout.narrow(dim, start, len)?))
+    }
+
+    pub fn broadcast_as(&self, shape: &[usize]) -> Result<RocmTensor> {
+        Ok(self.with_layout(self.layout.broadcast_as(shape)?))
+    }
+
+    /// Concatenation along `dim`: each input copied as a `[outer, inner·len]` block.
+    pub fn cat(parts: &[&RocmTensor], dim: usize) -> Result<RocmTensor> {
+        let first = parts[0];
+        let mut shape = first.dims().to_vec();
+        if dim >= shape.len() {
+            return Err(Error::op("cat", format!("dimension {dim} of a {}-D tensor", shape.len())));
+        }
+        shape[dim] = 0;
+        for p in parts {
+            let d = p.dims();
+            if d.len() != first.dims().len()
+                || d.iter().enumerate().any(|(i, &v)| i != dim && v != first.dims()[i])
+                || p.dtype() != first.dtype()
+            {
+                return Err(Error::op(
+                    "cat",
+                    format!("shapes {:?} and {:?} / dtypes do not match outside dimension {dim}", first.dims(), d),
+                ));
+            }
+            shape[dim] += d[dim];
+        }
+        let outer: usize = shape[..dim].iter().product();
+        let inner: usize = shape[dim + 1..].iter().product();
+        let total = shape[dim] * inner;
+        let out = DeviceArray::alloc(first.device(), first.dtype(), outer * total).map_err(|e| op_err("cat", e))?;
+        let mut offset = 0;
+        for p in parts {
+            let c = p.contiguous()?;
+            let cols = p.dims()[dim] * inner;
+            ops::copy2d(&c.array, 0, cols, &out, offset, total, outer, cols).map_err(|e| op_err("cat", e))?;
+            offset += cols;
+        }
+        Ok(RocmTensor::contiguous_new(out, &shape))
+    }
+
+    /// Reduces dimension `dim` (kept as size 1).
+    pub fn reduce(&self, op: Reduce, dim: usize) -> Result<RocmTensor> {
+        let dims = self.dims();
+        let outer: usize = dims[..dim].iter().product();
+        let inner: usize = dims[dim + 1..].iter().product();
+        let c = self.contiguous()?;
+        let a = ops::reduce(op, &c.array, outer, dims[dim], inner).map_err(|e| op_err("reduce", e))?;
+        let mut shape = dims.to_vec();
+        shape[dim] = 1;
+        Ok(RocmTensor::contiguous_new(a, &shape))
+    }
+
+    pub fn softmax_last_dim(&self) -> Result<RocmTensor> {
+        let cols = *self.dims().last().ok_or_else(|| Error::op("softmax_last_dim", "a 0-D tensor"))?;
+        let c = self.contiguous()?;
+        let a =
+            ops::softmax_last_dim(&c.array, self.elem_count() / cols.max(1), cols).map_err(|e| op_err("softmax", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    pub fn group_norm(
+        &self,
+        groups: usize,
+        weight: Option<&RocmTensor>,
+        bias: Option<&RocmTensor>,
+        eps: f64,
+        silu: bool,
+    ) -> Result<RocmTensor> {
+        let dims = self.dims();
+        let (n, c) = (dims[0], dims[1]);
+        let hw: usize = dims[2..].iter().product();
+        let x = self.contiguous()?;
+        let w = weight.map(|t| t.contiguous()).transpose()?;
+        let b = bias.map(|t| t.contiguous()).transpose()?;
+        let a = ops::group_norm(
+            &x.array,
+            n,
+            c,
+            hw,
+            groups,
+            w.as_ref().map(|t| &t.array),
+            b.as_ref().map(|t| &t.array),
+            eps,
+            silu,
+        )
+        .map_err(|e| op_err("group_norm", e))?;
+        Ok(RocmTensor::contiguous_new(a, dims))
+    }
+
+    pub fn layer_norm(&self, weight: Option<&RocmTensor>, bias: Option<&RocmTensor>, eps: f64) -> Result<RocmTensor> {
+        let cols = *self.dims().last().ok_or_else(|| Error::op("layer_norm", "a 0-D tensor"))?;
+        let x = self.contiguous()?;
+        let w = weight.map(|t| t.contiguous()).transpose()?;
+        let b = bias.map(|t| t.contiguous()).transpose()?;
+        let a = ops::layer_norm(
+            &x.array,
+            self.elem_count() / cols.max(1),
+            cols,
+            w.as_ref().map(|t| &t.array),
+            b.as_ref().map(|t| &t.array),
+            eps,
+        )
+        .map_err(|e| op_err("layer_norm", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    fn planes_hw(&self) -> (usize, usize, usize) {
+        let d = self.dims();
+        let r = d.len();
+        (d[..r - 2].iter().product(), d[r - 2], d[r - 1])
+    }
+
+    pub fn upsample_nearest2d(&self, oh: usize, ow: usize) -> Result<RocmTensor> {
+        let (planes, h, w) = self.planes_hw();
+        let c = self.contiguous()?;
+        let a = ops::upsample_nearest2d(&c.array, planes, h, w, oh, ow).map_err(|e| op_err("upsample_nearest2d", e))?;
+        let mut shape = self.dims().to_vec();
+        let r = shape.len();
+        shape[r - 2] = oh;
+        shape[r - 1] = ow;
+        Ok(RocmTensor::contiguous_new(a, &shape))
+    }
+
+    pub fn pad2d(&self, top: usize, bottom: usize, left: usize, right: usize, reflect: bool) -> Result<RocmTensor> {
+        let (planes, h, w) = self.planes_hw();
+        let c = self.contiguous()?;
+        let mode = if reflect { Pad::Reflect } else { Pad::Zero };
+        let a = ops::pad2d(&c.array, planes, h, w, top, bottom, left, right, mode).map_err(|e| op_err("pad2d", e))?;
+        let mut shape = self.dims().to_vec();
+        let r = shape.len();
+        shape[r - 2] = h + top + bottom;
+        shape[r - 1] = w + left + right;
+        Ok(RocmTensor::contiguous_new(a, &shape))
+    }
+
+    pub fn pool2d(&self, max: bool, kernel: usize, stride: usize) -> Result<RocmTensor> {
+        let (planes, h, w) = self.planes_hw();
+        if kernel == 0 || stride == 0 || kernel > h || kernel > w {
+            return Err(Error::op("pool2d", format!("kernel {kernel}, stride {stride} on a {h}x{w} input")));
+        }
+        let (oh, ow) = ((h - kernel) / stride + 1, (w - kernel) / stride + 1);
+        let c = self.contiguous()?;
+        let a = ops::pool2d(&c.array, max, planes, h, w, oh, ow, kernel, stride).map_err(|e| op_err("pool2d", e))?;
+        let mut shape = self.dims().to_vec();
+        let r = shape.len();
+        shape[r - 2] = oh;
+        shape[r - 1] = ow;
+        Ok(RocmTensor::contiguous_new(a, &shape))
+    }
+
+    /// Batched matrix product over the last two dimensions with batch broadcasting.
+    pub fn matmul(&self, rhs: &RocmTensor) -> Result<RocmTensor> {
+        let (ld, rd) = (self.dims(), rhs.dims());
+        if ld.len() < 2 || rd.len() < 2 {
+            return Err(Error::op("matmul", format!("needs at least 2-D operands, got {ld:?} and {rd:?}")));
+        }
+        let (m, k) = (ld[ld.len() - 2], ld[ld.len() - 1]);
+        let (k2, n) = (rd[rd.len() - 2], rd[rd.len() - 1]);
+        if k != k2 || self.dtype() != rhs.dtype() {
+            return Err(Error::op(
+                "matmul",
+                format!("cannot multiply {ld:?} {:?} by {rd:?} {:?}", self.dtype(), rhs.dtype()),
+            ));
+        }
+        let lb = Shape::from(&ld[..ld.len() - 2]);
+        let rb = Shape::from(&rd[..rd.len() - 2]);
+        let batch_shape = lb.broadcast_shape_binary_op(&rb, "matmul")?;
+        let batch = batch_shape.elem_count();
+        let mut lshape = batch_shape.dims().to_vec();
+        lshape.extend([m, k]);
+        let mut rshape = batch_shape.dims().to_vec();
+        rshape.extend([k, n]);
+        // Operands: contiguous per matrix, with a uniform batch stride (0 when the whole
+        // batch is broadcast).
+        let prep = |t: &RocmTensor, own_batch: usize, shape: &[usize]| -> Result<(RocmTensor, usize)> {
+            if own_batch == 1 {
+                let c = t.reshape(&shape[shape.len() - 2..])?;
+                Ok((c, 0))
+            } else {
+                let c = t.broadcast_as(shape)?.contiguous()?;
+                let mat = shape[shape.len() - 2] * shape[shape.len() - 1];
+                Ok((c, mat))
+            }
+        };
+        let (a, sa) = prep(self, lb.elem_count(), &lshape)?;
+        let (b, sb) = prep(rhs, rb.elem_count(), &rshape)?;
+        let out = DeviceArray::alloc(self.device(), self.dtype(), batch * m * n).map_err(|e| op_err("matmul", e))?;
+        let blas = self.device().blas().map_err(|e| op_err("matmul", e))?;
+        // Row-major C[m, n] = A[m, k] · B[k, n] is column-major Cᵀ = Bᵀ · Aᵀ.
+        blas.gemm_strided_batched(
+            self.dtype(),
+            false,
+            false,
+            (n, m, k),
+            (b.array.ptr_at(b.layout.start_offset()), n, sb),
+            (a.array.ptr_at(a.layout.start_offset()), k, sa),
+            (out.ptr_at(0), n, m * n),
+            batch,
+        )
+        .map_err(|e| op_err("matmul", e))?;
+        let mut shape = batch_shape.dims().to_vec();
+        shape.extend([m, n]);
+        Ok(RocmTensor::contiguous_new(out, &shape))
+    }
+}
