@@ -5,12 +5,17 @@
 mod common;
 
 use common::*;
-use examples_sd::{KeyStyle, TileSpec, decode_tiled};
+use examples_sd::{KeyStyle, ScratchCaps, TileSpec, decode_tiled};
 use rocm_vision::{DType, Tensor};
 use std::path::Path;
 
 const F32_TOL: f64 = 1e-4;
-const HALF_TOL: f64 = 1e-2;
+const F16_TOL: f64 = 1e-2;
+/// bf16 keeps 8 mantissa bits: rounding only the fixture *weights* to bf16 (computing in
+/// f32) already moves the output by 5.5e-3 to 8.5e-3 of its scale, and the bf16
+/// activations roughly double that (measured 1.1e-2 to 1.7e-2), so 1e-2 is out of reach
+/// for any genuine bf16 decode of these weights.
+const BF16_TOL: f64 = 3e-2;
 
 /// Decodes each case with `weights` and returns `(case, error)`.
 fn decode_cases(model: &str, weights: &Path, dtype: DType) -> Vec<(String, f64)> {
@@ -112,18 +117,23 @@ fn prefixed_and_unprefixed_variants_f32() {
 fn sd_intermediates_match_stage_by_stage() {
     for file in ["sd_vae_diffusers.safetensors", "sd_vae_original.safetensors"] {
         let errs = sd_intermediates(&fixture(file));
-        assert_eq!(errs.len(), 12, "{errs:?}");
+        // z, post_quant_conv, conv_in, mid resnet 0, attention, mid block, 4 up blocks, output.
+        assert_eq!(errs.len(), 11, "{errs:?}");
         check(&format!("sd 4x6 intermediates ({file})"), &errs, F32_TOL, String::new);
     }
 }
 
 #[test]
 fn half_precision_f16_and_bf16() {
-    for dtype in [DType::F16, DType::BF16] {
+    let mut all = Vec::new();
+    for (dtype, tol) in [(DType::F16, F16_TOL), (DType::BF16, BF16_TOL)] {
         for (model, file) in [("sd", "sd_vae_diffusers.safetensors"), ("flux", "flux_vae_original.safetensors")] {
-            let errs = decode_cases(model, &fixture(file), dtype);
-            check(&format!("{model} {dtype:?}"), &errs, HALF_TOL, String::new);
+            all.push((format!("{model} {dtype:?}"), decode_cases(model, &fixture(file), dtype), tol));
         }
+    }
+    // Every figure is printed before any bound is checked.
+    for (label, errs, tol) in &all {
+        check(label, errs, *tol, String::new);
     }
 }
 
@@ -163,4 +173,15 @@ fn tiled_decode() {
     let e = rel_max_err(&tiled, &t["expected"]);
     println!("tiled 4x4 (overlap 2) on sd_6x10: max|d| / max|expected| = {e:.3e} (approximate)");
     assert!(e.is_finite() && e > 0.0 && e < 1.0, "{e}");
+}
+
+/// Tiny scratch caps: attention in one-query chunks, upsampler convs in 2-row bands.
+/// Still the exact decode.
+#[test]
+fn tiny_scratch_caps_are_still_exact() {
+    let mut dec = load_decoder("flux", &fixture("flux_vae_diffusers.safetensors"), DType::F32);
+    dec.set_scratch_caps(ScratchCaps { attention_scores: 1, upsample_band: 1 });
+    let t = tensors("flux_6x10.safetensors");
+    let e = rel_max_err(&dec.decode(&t["latents"], &mut |_, _| {}).unwrap(), &t["expected"]);
+    check("flux 6x10, 1-byte scratch caps", &[("flux_6x10".into(), e)], F32_TOL, String::new);
 }

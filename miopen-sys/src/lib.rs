@@ -24,7 +24,7 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
-#[allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
+#[allow(clippy::missing_safety_doc, clippy::too_many_arguments, clippy::type_complexity)]
 mod bindings;
 mod loader;
 
