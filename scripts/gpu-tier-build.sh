@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds, on the development machine, the binaries scripts/gpu-tier.sh runs on the GPU
+# machine, and stages them (with the ROCm headers the HIP-on-CUDA library compiles
+# against) in .device-carry/. The HIP bindings are pinned to the toolchain chroot's HIP
+# (6.4.43484) through scripts/hipconfig, as DESIGN.md requires for the tier.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+# HIP_PATH is passed into the chroot by the hipconfig wrapper, so it must be the path
+# inside it; setting it also makes cubecl-hip-sys rerun its build script.
+export PATH="$repo/scripts:$PATH" HIP_PATH=/usr
+mkdir -p .device-carry/bin
+rm -f .device-carry/bin/test-* .device-carry/bin/bench-*
+rocm-backend/testing/hip-on-cuda/stage-headers.sh >/dev/null
+
+stage() { # stage PREFIX -- cargo args...: copy the executables cargo reports
+    local prefix=$1; shift
+    cargo "$@" --message-format=json-render-diagnostics |
+        python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] != ["bin"]:
+        print(m["target"]["name"], m["executable"])' |
+        while read -r name exe; do cp "$exe" ".device-carry/bin/$prefix-$name"; echo "staged $prefix-$name"; done
+}
+stage test test --no-run -p rocm-backend --test gpu_alloc --test gpu_conv
+stage test test --no-run -p rocm-vision --test gpu_tensor
+stage bench bench --no-run -p rocm-backend --bench gpu_conv
+du -sh .device-carry

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The GPU tier, run ON the NVIDIA GPU machine in one call (see docs/gpu-tier.md):
+#   1. builds the HIP-on-CUDA test library (rocm-backend/testing/hip-on-cuda) and runs its
+#      own C test;
+#   2. runs the GPU-tier test binaries built on the development machine by
+#      scripts/gpu-tier-build.sh (carried in .device-carry/bin) against it, with
+#      ROCM_VISION_REQUIRE_GPU=1 so that a missing device fails instead of skipping;
+#   3. runs the GPU conv benchmark and, in the same call, cuDNN through PyTorch;
+#   4. writes $OUT/{machine.txt, hoc-test.log, tests.log, ours.jsonl, cudnn.jsonl, gpu-tier.md}.
+# GPU_TIER_TESTS_ONLY=1 stops after the tests.
+# Device tool call:
+#   run(command="scripts/gpu-tier.sh", carry=[".device-carry"], kind="nvidia-h200", timeout_s=600)
+set -uo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+out=${OUT:-$repo/target/gpu-tier}
+mkdir -p "$out"
+lib=/tmp/hip-on-cuda
+status=0
+
+echo "== building the HIP-on-CUDA library and running its C test"
+HOC_KEEP=$lib OUT=/tmp/hoc-out rocm-backend/testing/hip-on-cuda/run-on-gpu.sh >"$out/hoc-test.log" 2>&1 || status=1
+cp /tmp/hoc-out/machine.txt "$out/machine.txt" 2>/dev/null
+tail -3 "$out/hoc-test.log"
+
+export ROCM_PATH=$lib ROCM_VISION_REQUIRE_GPU=1 ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache RUST_BACKTRACE=1
+echo "== GPU-tier tests"
+: >"$out/tests.log"
+for t in .device-carry/bin/test-*; do
+    [[ -x $t ]] || continue
+    echo "---- $t" | tee -a "$out/tests.log"
+    if ! "$t" --test-threads=1 >>"$out/tests.log" 2>&1; then
+        status=1
+        echo "FAILED: $t" | tee -a "$out/tests.log"
+    fi
+    grep -E "^test result|panicked|FAILED" "$out/tests.log" | tail -2
+done
+
+if [[ ${GPU_TIER_TESTS_ONLY:-0} == 1 ]]; then
+    grep -E "^test result|panicked|FAILED" "$out/tests.log"
+    exit $status
+fi
+echo "== GPU conv benchmark (ours), then cuDNN"
+if [[ -x .device-carry/bin/bench-gpu_conv ]]; then
+    timeout 300 .device-carry/bin/bench-gpu_conv --reps 5 >"$out/ours.jsonl" 2>>"$out/tests.log" || status=1
+fi
+timeout 200 python3 benches/anchors/cudnn_conv.py --reps 10 >"$out/cudnn.jsonl" 2>>"$out/tests.log" || status=1
+python3 scripts/gpu-tier-report.py "$out" >"$out/gpu-tier.md" || status=1
+cat "$out/gpu-tier.md"
+exit $status
