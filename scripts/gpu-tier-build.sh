@@ -22,7 +22,7 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] != ["bin"]:
         print(m["target"]["name"], m["executable"])' |
-        while read -r name exe; do cp "$exe" ".device-carry/bin/$prefix-$name"; echo "staged $prefix-$name"; done
+        while read -r name exe; do cp "$exe" ".device-carry/bin/$prefix-$name"; strip --strip-debug ".device-carry/bin/$prefix-$name"; echo "staged $prefix-$name"; done
 }
 stage test test --no-run -p rocm-backend --test gpu_alloc --test gpu_conv
 stage test test --no-run -p rocm-vision --test gpu_tensor

@@ -29,7 +29,11 @@ def main():
     failed = sum(int(x) for x in re.findall(r"(\d+) failed", log))
     print(f"GPU-tier tests: {passed} passed, {failed} failed (test binaries in tests.log)\n")
     hoc = (d / "hoc-test.log").read_text() if (d / "hoc-test.log").exists() else ""
-    print(f"HIP-on-CUDA C test: {hoc.count('PASS')} PASS, {hoc.count('FAIL')} FAIL\n")
+    m2 = re.findall(r"== summary: (\d+) PASS, (\d+) FAIL", hoc)
+    if m2:
+        print(f"HIP-on-CUDA C test: {m2[-1][0]} PASS, {m2[-1][1]} FAIL\n")
+    else:
+        print("HIP-on-CUDA C test: no summary line (see hoc-test.log)\n")
     ours, cud = load(d / "ours.jsonl"), load(d / "cudnn.jsonl")
     key = lambda r: (r["shape"], r["hw"], r["dtype"])
     cudnn = {}
