@@ -89,7 +89,12 @@ impl Device {
     pub fn auto() -> (Device, Option<String>) {
         match Device::rocm(0) {
             Ok(d) => (d, None),
-            Err(e) => (Device::cpu(), Some(format!("using the CPU: {e}"))),
+            // One line: the full error (every path tried) is for `--device rocm`.
+            Err(e) => {
+                let msg = e.to_string();
+                let first = msg.lines().next().unwrap_or_default().trim_end_matches(". Tried:").trim_end_matches(':');
+                (Device::cpu(), Some(format!("using the CPU ({first})")))
+            }
         }
     }
 
