@@ -68,6 +68,8 @@ pub struct RocmDevice {
     allocator: Allocator,
     jit: Jit,
     blas: OnceLock<std::result::Result<crate::blas::Blas, String>>,
+    #[cfg(feature = "miopen")]
+    miopen: OnceLock<std::result::Result<crate::miopen::Miopen, String>>,
 }
 
 // SAFETY: the raw HIP handles inside (stream, modules) may be used from any thread; every
@@ -150,7 +152,15 @@ impl RocmDevice {
         let allocator = Allocator::new(ordinal);
         let jit = Jit::new(&arch)?;
         tracing::info!(target: "rocm_backend", ordinal, name = %info.name, arch = %info.arch_full, family = ?info.family, compute_units = info.compute_units, warp_size = info.warp_size, total_memory = info.total_memory, "opened ROCm device");
-        Ok(RocmDevice { info, stream, allocator, jit, blas: OnceLock::new() })
+        Ok(RocmDevice {
+            info,
+            stream,
+            allocator,
+            jit,
+            blas: OnceLock::new(),
+            #[cfg(feature = "miopen")]
+            miopen: OnceLock::new(),
+        })
     }
 
     pub fn info(&self) -> &DeviceInfo {
@@ -185,6 +195,15 @@ impl RocmDevice {
             .get_or_init(|| crate::blas::Blas::new(self).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|e| RocmError::Rocblas(e.clone()))
+    }
+
+    /// The device's MIOpen handle (bound to its stream), created on first use.
+    #[cfg(feature = "miopen")]
+    pub fn miopen(&self) -> Result<&crate::miopen::Miopen> {
+        self.miopen
+            .get_or_init(|| crate::miopen::Miopen::new(self).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| RocmError::op("miopen", e.clone()))
     }
 
     /// (free, total) device memory in bytes.

@@ -17,6 +17,8 @@ pub mod device;
 pub mod error;
 pub mod jit;
 pub mod launch;
+#[cfg(feature = "miopen")]
+pub mod miopen;
 pub mod ops;
 pub mod runtime;
 pub mod stream;
