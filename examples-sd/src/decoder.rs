@@ -20,13 +20,15 @@ use rocm_vision::{Conv2dParams, DType, Device, Tensor, Weights};
 pub struct ScratchCaps {
     /// Attention: the f32 score matrix of one query chunk.
     pub attention_scores: usize,
-    /// Upsampler: the upsampled input rows of one band.
+    /// Upsampler: the upsampled input rows of one band (a band also needs a copy of them
+    /// and its output, ~3x this). 16 MiB keeps bands of thousands of output pixels, enough
+    /// for full-speed GEMMs, while staying far below the layer's tensors.
     pub upsample_band: usize,
 }
 
 impl Default for ScratchCaps {
     fn default() -> Self {
-        ScratchCaps { attention_scores: SpatialAttention::DEFAULT_MAX_SCORE_BYTES, upsample_band: 64 << 20 }
+        ScratchCaps { attention_scores: SpatialAttention::DEFAULT_MAX_SCORE_BYTES, upsample_band: 16 << 20 }
     }
 }
 
@@ -107,7 +109,8 @@ pub struct Decoder {
 impl Decoder {
     /// Loads the decoder from `weights` (diffusers or original key layout, detected),
     /// converting every tensor to `dtype`. The weights must match `config`: the latent
-    /// and top channel counts are checked first, then every tensor's shape.
+    /// and top channel counts are checked first, then every tensor's shape. The decoder
+    /// holds its own copies: `weights` (a memory map) can be dropped afterwards.
     pub fn load(weights: &Weights, config: &VaeConfig, dtype: DType) -> Result<Decoder> {
         config.validate()?;
         let layout = KeyLayout::detect(weights, config.num_up_blocks())?;

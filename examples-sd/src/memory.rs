@@ -147,7 +147,8 @@ impl MemoryPlan {
     /// Without a budget: exact decode (or `tile`/default tiles when `tiled`), library
     /// default scratch sizes. With one: weights + estimated activations + at least
     /// [`MIN_SCRATCH`] must fit; what is left is split between the conv workspace (1/2),
-    /// the attention chunk (1/8) and the upsampler band (1/8). Tiled decode picks the
+    /// the attention chunk (1/8, at most 256 MiB) and the upsampler band (1/8, at most
+    /// 64 MiB). Tiled decode picks the
     /// largest square tile that fits (the whole latent, i.e. exact, when it fits), unless
     /// `tile` fixes it.
     pub fn new(
@@ -158,6 +159,10 @@ impl MemoryPlan {
         tiled: bool,
         tile: Option<TileSpec>,
     ) -> Result<MemoryPlan> {
+        config.validate()?;
+        if let Some(t) = tile {
+            t.validate()?;
+        }
         let weights = weight_bytes(config, dtype);
         let min_caps = ScratchCaps { attention_scores: 4 * h * w * 64, upsample_band: 0 };
         let act = |th: usize, tw: usize| estimate_activations(config, dtype, th, tw, &min_caps);
@@ -213,7 +218,9 @@ impl MemoryPlan {
             )));
         }
         let scratch = budget - weights - act(th, tw);
-        let caps = ScratchCaps { attention_scores: scratch / 8, upsample_band: scratch / 8 };
+        // Larger chunks and bands than these buy no speed, only memory.
+        let caps =
+            ScratchCaps { attention_scores: (scratch / 8).min(256 << 20), upsample_band: (scratch / 8).min(64 << 20) };
         Ok(MemoryPlan {
             budget: Some(budget),
             weights,

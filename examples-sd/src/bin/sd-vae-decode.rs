@@ -186,6 +186,9 @@ fn run(args: Args) -> Result<()> {
     };
     let weights = Weights::open(&args.vae, &device)?;
     let mut decoder = Decoder::load(&weights, &config, dtype)?;
+    // The decoder holds its own copies: unmapping the file keeps its pages (the weights'
+    // size again) out of the resident set while decoding.
+    drop(weights);
     decoder.set_scratch_caps(plan.caps);
     let latents = latents.to_device(&device)?;
     eprintln!(
