@@ -7,6 +7,7 @@
 
 pub mod device;
 pub mod error;
+mod inplace;
 pub mod nn;
 mod rocm;
 pub mod tensor;

@@ -102,6 +102,13 @@ impl Tensor {
         }
     }
 
+    pub(crate) fn rocm_storage(&self) -> Option<&RocmTensor> {
+        match &self.s {
+            Storage::Rocm(r) => Some(r),
+            Storage::Cpu(_) => None,
+        }
+    }
+
     /// A CPU candle tensor with this data (shares storage on the CPU, downloads from ROCm).
     pub fn to_candle(&self) -> Result<candle_core::Tensor> {
         match &self.s {

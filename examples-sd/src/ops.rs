@@ -1,67 +1,24 @@
 //! Memory-saving compositions the decoder needs beyond the library's ops: an in-place
 //! residual add and an upsample-then-conv that never holds the whole upsampled input.
 
-use crate::error::{Result, SdError};
-use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, InplaceOp2, Layout};
-use half::{bf16, f16};
+use crate::error::Result;
 use rocm_vision::nn::Conv2d;
 use rocm_vision::{Conv2dParams, Padding2d, Tensor};
 
-/// `dst += src` elementwise, same shape, contiguous, on the CPU.
-struct AddAssign;
-
-impl InplaceOp2 for AddAssign {
-    fn name(&self) -> &'static str {
-        "add-assign"
-    }
-
-    fn cpu_fwd(&self, dst: &mut CpuStorage, dl: &Layout, src: &CpuStorage, sl: &Layout) -> candle_core::Result<()> {
-        let (Some((d0, d1)), Some((s0, s1))) = (dl.contiguous_offsets(), sl.contiguous_offsets()) else {
-            candle_core::bail!("add-assign needs contiguous operands")
-        };
-        if d1 - d0 != s1 - s0 {
-            candle_core::bail!("add-assign: {} and {} elements", d1 - d0, s1 - s0)
-        }
-        fn add<T: Copy>(d: &mut [T], s: &[T], f: impl Fn(T, T) -> T) {
-            d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s));
-        }
-        match (dst, src) {
-            (CpuStorage::F32(d), CpuStorage::F32(s)) => add(&mut d[d0..d1], &s[s0..s1], |a, b| a + b),
-            (CpuStorage::F16(d), CpuStorage::F16(s)) => add(&mut d[d0..d1], &s[s0..s1], |a: f16, b| a + b),
-            (CpuStorage::BF16(d), CpuStorage::BF16(s)) => add(&mut d[d0..d1], &s[s0..s1], |a: bf16, b| a + b),
-            (CpuStorage::F64(d), CpuStorage::F64(s)) => add(&mut d[d0..d1], &s[s0..s1], |a, b| a + b),
-            (d, s) => candle_core::bail!("add-assign: dtypes {:?} and {:?}", d.dtype(), s.dtype()),
-        }
-        Ok(())
-    }
-}
-
-/// `dst + src`, written into `dst`'s buffer when it can be (CPU, same shape and dtype,
-/// both contiguous), so a residual add allocates nothing. Elsewhere (ROCm) it is the
-/// library's allocating add, until the library offers an in-place one.
+/// `dst + src`, written into `dst`'s buffer when it can be (same shape and dtype, both
+/// contiguous, buffer not shared), so a residual add allocates nothing.
 ///
 /// `dst` is taken by value: the caller gives up its handle, and must not hold another
 /// tensor sharing `dst`'s storage (the decoder only passes fresh conv outputs).
 pub fn add_assign(dst: Tensor, src: &Tensor) -> Result<Tensor> {
-    if let (Some(d), Some(s)) = (dst.as_candle(), src.as_candle())
-        && dst.dims() == src.dims()
-        && dst.dtype() == src.dtype()
-        && dst.is_contiguous()
-        && src.is_contiguous()
-    {
-        d.inplace_op2(s, &AddAssign)?;
-        return Ok(dst);
-    }
-    Ok(dst.add(src)?)
+    Ok(dst.add_assign(src)?)
 }
 
 /// `conv(upsample_nearest_2x(x))` for a 3x3, stride-1, padding-1 `conv`, computed in
 /// bands of output rows so that at most `max_band_bytes` of upsampled input exist at a
 /// time (the full upsampled input is 4x `x` and as large as the output). Each band is
 /// the same arithmetic as the unbanded conv on those rows: the result is exact. Bands are
-/// written into the output in place, which needs a CPU tensor; on other devices this is
-/// the plain upsample + conv.
+/// written into the output in place.
 pub fn upsample2x_conv3x3(x: &Tensor, conv: &Conv2d, max_band_bytes: usize) -> Result<Tensor> {
     let dims = x.dims().to_vec();
     let k = conv.weight.dims().to_vec();
@@ -73,7 +30,7 @@ pub fn upsample2x_conv3x3(x: &Tensor, conv: &Conv2d, max_band_bytes: usize) -> R
     };
     let row_bytes = n * c * 2 * w * x.dtype().size_in_bytes();
     let rows_fit = max_band_bytes / row_bytes.max(1);
-    if !bandable || rows_fit >= 2 * h + 2 || x.as_candle().is_none() {
+    if !bandable || rows_fit >= 2 * h + 2 {
         let up = x.upsample_nearest2d(2 * h, 2 * w)?;
         return Ok(conv.forward(&up)?);
     }
@@ -82,7 +39,6 @@ pub fn upsample2x_conv3x3(x: &Tensor, conv: &Conv2d, max_band_bytes: usize) -> R
     let band = (rows_fit.saturating_sub(2) & !1).max(2);
     let (out_h, out_w) = (2 * h, 2 * w);
     let out = Tensor::zeros(&[n, k[0], out_h, out_w], x.dtype(), x.device())?;
-    let out_cpu = out.as_candle().ok_or_else(|| SdError::Output("upsampler: output not on the CPU".into()))?;
     let mut r0 = 0;
     while r0 < out_h {
         let r1 = (r0 + band).min(out_h);
@@ -96,8 +52,7 @@ pub fn upsample2x_conv3x3(x: &Tensor, conv: &Conv2d, max_band_bytes: usize) -> R
         };
         let y = up.conv2d(&conv.weight, conv.bias.as_ref(), &params)?.contiguous()?;
         drop(up);
-        let y_cpu = y.as_candle().ok_or_else(|| SdError::Output("upsampler: band not on the CPU".into()))?;
-        out_cpu.slice_set(y_cpu, 2, r0)?;
+        out.slice_set(&y, 2, r0)?;
         r0 = r1;
     }
     Ok(out)

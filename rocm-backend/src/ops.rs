@@ -107,6 +107,22 @@ pub fn affine(x: &DeviceArray, layout: &Layout, mul: f64, add: f64) -> Result<De
 /// `out = lhs op rhs`; both layouts already broadcast to the output shape (stride 0 on
 /// broadcast dimensions).
 pub fn binary(op: &str, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rhs_l: &Layout) -> Result<DeviceArray> {
+    let out = DeviceArray::alloc(device(lhs), lhs.dtype, lhs_l.shape().elem_count())?;
+    binary_into(op, lhs, lhs_l, rhs, rhs_l, &out)?;
+    Ok(out)
+}
+
+/// [`binary`] into an existing contiguous array of the output's size (which may be
+/// `lhs` itself when `lhs_l` is contiguous from offset 0: elementwise ops read each
+/// element before writing it).
+pub fn binary_into(
+    op: &str,
+    lhs: &DeviceArray,
+    lhs_l: &Layout,
+    rhs: &DeviceArray,
+    rhs_l: &Layout,
+    out: &DeviceArray,
+) -> Result<()> {
     check_view("binary", lhs, lhs_l)?;
     check_view("binary", rhs, rhs_l)?;
     if lhs.dtype != rhs.dtype {
@@ -123,7 +139,12 @@ pub fn binary(op: &str, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rh
     }
     let d = kernel_dtype(lhs.dtype)?;
     let n = lhs_l.shape().elem_count();
-    let out = DeviceArray::alloc(device(lhs), lhs.dtype, n)?;
+    if out.len < n || out.dtype != lhs.dtype {
+        return Err(RocmError::op(
+            "binary",
+            format!("output holds {} {:?} elements, {n} {:?} needed", out.len, out.dtype, lhs.dtype),
+        ));
+    }
     if n > 0 {
         launch(
             device(lhs),
@@ -140,7 +161,7 @@ pub fn binary(op: &str, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rh
             ],
         )?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Converts to `dtype` (contiguous output).

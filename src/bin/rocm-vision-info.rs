@@ -36,9 +36,15 @@ fn main() -> ExitCode {
     println!("device: {device}");
     if let Some(dev) = device.rocm_device() {
         let i = dev.info();
-        println!("name: {}\narch: {} ({:?})\ncompute units: {}\nwarp size: {}\nLDS per block: {} bytes\nmemory: {} bytes", i.name, i.arch_full, i.family, i.compute_units, i.warp_size, i.lds_per_block, i.total_memory);
+        println!(
+            "name: {}\narch: {} ({:?})\ncompute units: {}\nwarp size: {}\nLDS per block: {} bytes\nmemory: {} bytes",
+            i.name, i.arch_full, i.family, i.compute_units, i.warp_size, i.lds_per_block, i.total_memory
+        );
         if let Ok(rt) = rocm_backend::runtime() {
-            println!("HIP runtime: {} ({})\nhiprtc: {}.{}", rt.runtime_version, rt.library, rt.hiprtc_version.0, rt.hiprtc_version.1);
+            println!(
+                "HIP runtime: {} ({})\nhiprtc: {}.{}",
+                rt.runtime_version, rt.library, rt.hiprtc_version.0, rt.hiprtc_version.1
+            );
         }
     } else {
         println!("threads: {}", rayon::current_num_threads());

@@ -1,0 +1,111 @@
+//! In-place updates for memory-lean model code: a residual add into a tensor's own
+//! buffer, and writing a slice into a larger tensor, on either device.
+
+use crate::error::{Error, Result};
+use crate::rocm::RocmTensor;
+use crate::tensor::Tensor;
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, InplaceOp2, Layout};
+use half::{bf16, f16};
+use std::sync::Arc;
+
+/// `dst += src` elementwise over contiguous CPU storage of equal length.
+struct AddAssignCpu;
+
+impl InplaceOp2 for AddAssignCpu {
+    fn name(&self) -> &'static str {
+        "add-assign"
+    }
+
+    fn cpu_fwd(&self, dst: &mut CpuStorage, dl: &Layout, src: &CpuStorage, sl: &Layout) -> candle_core::Result<()> {
+        let (Some((d0, d1)), Some((s0, s1))) = (dl.contiguous_offsets(), sl.contiguous_offsets()) else {
+            candle_core::bail!("add-assign needs contiguous operands")
+        };
+        if d1 - d0 != s1 - s0 {
+            candle_core::bail!("add-assign: {} and {} elements", d1 - d0, s1 - s0)
+        }
+        fn add<T: Copy>(d: &mut [T], s: &[T], f: impl Fn(T, T) -> T) {
+            d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s));
+        }
+        match (dst, src) {
+            (CpuStorage::F32(d), CpuStorage::F32(s)) => add(&mut d[d0..d1], &s[s0..s1], |a, b| a + b),
+            (CpuStorage::F16(d), CpuStorage::F16(s)) => add(&mut d[d0..d1], &s[s0..s1], |a: f16, b| a + b),
+            (CpuStorage::BF16(d), CpuStorage::BF16(s)) => add(&mut d[d0..d1], &s[s0..s1], |a: bf16, b| a + b),
+            (CpuStorage::F64(d), CpuStorage::F64(s)) => add(&mut d[d0..d1], &s[s0..s1], |a, b| a + b),
+            (d, s) => candle_core::bail!("add-assign: dtypes {:?} and {:?}", d.dtype(), s.dtype()),
+        }
+        Ok(())
+    }
+}
+
+impl Tensor {
+    /// `self + src`, written into `self`'s buffer when that is safe (same shape and
+    /// dtype, both contiguous, and on ROCm no other tensor sharing the buffer); otherwise
+    /// an allocating add. Takes `self` by value: the caller gives up the handle, and must
+    /// not keep another CPU tensor sharing its storage (a residual add into a fresh conv
+    /// output is the intended use).
+    pub fn add_assign(self, src: &Tensor) -> Result<Tensor> {
+        let fits =
+            self.dims() == src.dims() && self.dtype() == src.dtype() && self.is_contiguous() && src.is_contiguous();
+        if fits {
+            if let (Some(d), Some(s)) = (self.as_candle(), src.as_candle()) {
+                d.inplace_op2(s, &AddAssignCpu)?;
+                return Ok(self);
+            }
+            if let (Some(d), Some(s)) = (self.as_rocm(), src.as_rocm())
+                && Arc::strong_count(&d.array.buffer) == 1
+                && d.layout.start_offset() == 0
+            {
+                rocm_backend::ops::binary_into("add", &d.array, &d.layout, &s.array, &s.layout, &d.array)
+                    .map_err(|e| Error::op("add_assign", e.to_string()))?;
+                return Ok(self);
+            }
+        }
+        self.add(src)
+    }
+
+    /// Writes `src` into `self` at `offset` along `dim`; every other dimension must match.
+    /// `self` must be contiguous. Like candle's `slice_set`, this writes into the storage
+    /// itself: every tensor sharing it sees the change.
+    pub fn slice_set(&self, src: &Tensor, dim: usize, offset: usize) -> Result<()> {
+        let (dd, sd) = (self.dims(), src.dims());
+        if dd.len() != sd.len()
+            || dim >= dd.len()
+            || dd.iter().zip(sd).enumerate().any(|(i, (a, b))| i != dim && a != b)
+            || offset + sd[dim] > dd[dim]
+        {
+            return Err(Error::op(
+                "slice_set",
+                format!("cannot write {sd:?} into {dd:?} at {offset} along dimension {dim}"),
+            ));
+        }
+        if self.dtype() != src.dtype() || !self.is_contiguous() {
+            return Err(Error::op("slice_set", "destination must be contiguous and of the source's dtype"));
+        }
+        if let (Some(d), Some(s)) = (self.as_candle(), src.as_candle()) {
+            return Ok(d.slice_set(&s.contiguous()?, dim, offset)?);
+        }
+        if let (Some(d), Some(s)) = (self.as_rocm(), src.as_rocm()) {
+            let s = s.contiguous()?;
+            let outer: usize = dd[..dim].iter().product();
+            let inner: usize = dd[dim + 1..].iter().product();
+            let cols = sd[dim] * inner;
+            return rocm_backend::ops::copy2d(
+                &s.array,
+                0,
+                cols,
+                &d.array,
+                d.layout.start_offset() + offset * inner,
+                dd[dim] * inner,
+                outer,
+                cols,
+            )
+            .map_err(|e| Error::op("slice_set", e.to_string()));
+        }
+        Err(Error::op("slice_set", format!("tensors on {} and {}", self.device(), src.device())))
+    }
+
+    pub(crate) fn as_rocm(&self) -> Option<&RocmTensor> {
+        self.rocm_storage()
+    }
+}
