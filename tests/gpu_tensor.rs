@@ -11,7 +11,10 @@ fn gpu() -> Option<Device> {
     match Device::rocm(0) {
         Ok(d) => Some(d),
         Err(e) => {
-            assert!(!std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"), "ROCM_VISION_REQUIRE_GPU=1 but {e}");
+            assert!(
+                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
+                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
+            );
             eprintln!("SKIPPED (no ROCm device): {e}");
             None
         }
@@ -42,7 +45,11 @@ fn close(what: &str, gpu_out: &Tensor, cpu_out: &Tensor) {
     let scale = c.iter().fold(1.0f64, |m, v| m.max(v.abs()));
     let t = tol(cpu_out.dtype()) * scale;
     for (i, (a, b)) in g.iter().zip(&c).enumerate() {
-        assert!((a - b).abs() <= t || (a.is_nan() && b.is_nan()), "{what} {:?}: element {i}: gpu {a} vs cpu {b}", cpu_out.dtype());
+        assert!(
+            (a - b).abs() <= t || (a.is_nan() && b.is_nan()),
+            "{what} {:?}: element {i}: gpu {a} vs cpu {b}",
+            cpu_out.dtype()
+        );
     }
 }
 
@@ -68,7 +75,11 @@ fn every_op_matches_the_cpu() {
             }
             un!(silu, gelu, gelu_erf, relu, tanh, exp, sqr, abs, neg, sigmoid);
             close(&format!("sqrt {vname}"), &xg.abs().unwrap().sqrt().unwrap(), &xc.abs().unwrap().sqrt().unwrap());
-            close(&format!("recip {vname}"), &xg.affine(1.0, 3.0).unwrap().recip().unwrap(), &xc.affine(1.0, 3.0).unwrap().recip().unwrap());
+            close(
+                &format!("recip {vname}"),
+                &xg.affine(1.0, 3.0).unwrap().recip().unwrap(),
+                &xc.affine(1.0, 3.0).unwrap().recip().unwrap(),
+            );
             close(&format!("leaky_relu {vname}"), &xg.leaky_relu(0.1).unwrap(), &xc.leaky_relu(0.1).unwrap());
             close(&format!("affine {vname}"), &xg.affine(0.5, -1.25).unwrap(), &xc.affine(0.5, -1.25).unwrap());
             close(&format!("contiguous {vname}"), &xg.contiguous().unwrap(), &xc.contiguous().unwrap());
@@ -84,7 +95,11 @@ fn every_op_matches_the_cpu() {
         ] {
             close(name, &f(&xg, &yg).unwrap(), &f(&xc, &yc).unwrap());
             close(&format!("{name} broadcast"), &f(&xg, &bg).unwrap(), &f(&xc, &bc).unwrap());
-            close(&format!("{name} transposed"), &f(&xg.transpose(2, 3).unwrap(), &yg.transpose(2, 3).unwrap()).unwrap(), &f(&xc.transpose(2, 3).unwrap(), &yc.transpose(2, 3).unwrap()).unwrap());
+            close(
+                &format!("{name} transposed"),
+                &f(&xg.transpose(2, 3).unwrap(), &yg.transpose(2, 3).unwrap()).unwrap(),
+                &f(&xc.transpose(2, 3).unwrap(), &yc.transpose(2, 3).unwrap()).unwrap(),
+            );
             checked += 3;
         }
         let pos = |t: &Tensor| t.abs().unwrap().affine(1.0, 0.5).unwrap();
@@ -92,23 +107,55 @@ fn every_op_matches_the_cpu() {
         // Normalisations.
         let (wc, wg) = rand_pair(&mut rng, &[6], dt, &g);
         let (sc, sg) = rand_pair(&mut rng, &[6], dt, &g);
-        close("group_norm", &xg.group_norm(3, Some(&wg), Some(&sg), 1e-5).unwrap(), &xc.group_norm(3, Some(&wc), Some(&sc), 1e-5).unwrap());
-        close("group_norm_silu", &xg.group_norm_silu(2, Some(&wg), Some(&sg), 1e-6).unwrap(), &xc.group_norm_silu(2, Some(&wc), Some(&sc), 1e-6).unwrap());
-        close("group_norm no affine", &xg.group_norm(6, None, None, 1e-5).unwrap(), &xc.group_norm(6, None, None, 1e-5).unwrap());
+        close(
+            "group_norm",
+            &xg.group_norm(3, Some(&wg), Some(&sg), 1e-5).unwrap(),
+            &xc.group_norm(3, Some(&wc), Some(&sc), 1e-5).unwrap(),
+        );
+        close(
+            "group_norm_silu",
+            &xg.group_norm_silu(2, Some(&wg), Some(&sg), 1e-6).unwrap(),
+            &xc.group_norm_silu(2, Some(&wc), Some(&sc), 1e-6).unwrap(),
+        );
+        close(
+            "group_norm no affine",
+            &xg.group_norm(6, None, None, 1e-5).unwrap(),
+            &xc.group_norm(6, None, None, 1e-5).unwrap(),
+        );
         let (lw, lwg) = rand_pair(&mut rng, &[7], dt, &g);
-        close("layer_norm", &xg.layer_norm(Some(&lwg), None, 1e-5).unwrap(), &xc.layer_norm(Some(&lw), None, 1e-5).unwrap());
+        close(
+            "layer_norm",
+            &xg.layer_norm(Some(&lwg), None, 1e-5).unwrap(),
+            &xc.layer_norm(Some(&lw), None, 1e-5).unwrap(),
+        );
         // Spatial.
         close("upsample_nearest2d", &xg.upsample_nearest2d(18, 21).unwrap(), &xc.upsample_nearest2d(18, 21).unwrap());
         close("avg_pool2d", &xg.avg_pool2d(2, 2).unwrap(), &xc.avg_pool2d(2, 2).unwrap());
         close("max_pool2d", &xg.max_pool2d(3, 2).unwrap(), &xc.max_pool2d(3, 2).unwrap());
         close("mean_spatial", &xg.mean_spatial().unwrap(), &xc.mean_spatial().unwrap());
-        close("pad2d zeros", &xg.pad2d(1, 2, 3, 0, PadMode::Zeros).unwrap(), &xc.pad2d(1, 2, 3, 0, PadMode::Zeros).unwrap());
-        close("pad2d reflect", &xg.pad2d(2, 1, 3, 2, PadMode::Reflect).unwrap(), &xc.pad2d(2, 1, 3, 2, PadMode::Reflect).unwrap());
+        close(
+            "pad2d zeros",
+            &xg.pad2d(1, 2, 3, 0, PadMode::Zeros).unwrap(),
+            &xc.pad2d(1, 2, 3, 0, PadMode::Zeros).unwrap(),
+        );
+        close(
+            "pad2d reflect",
+            &xg.pad2d(2, 1, 3, 2, PadMode::Reflect).unwrap(),
+            &xc.pad2d(2, 1, 3, 2, PadMode::Reflect).unwrap(),
+        );
         // Shape.
         close("reshape", &xg.reshape(&[12, 63]).unwrap(), &xc.reshape(&[12, 63]).unwrap());
-        close("permute", &xg.permute(&[0, 2, 3, 1]).unwrap().contiguous().unwrap(), &xc.permute(&[0, 2, 3, 1]).unwrap().contiguous().unwrap());
+        close(
+            "permute",
+            &xg.permute(&[0, 2, 3, 1]).unwrap().contiguous().unwrap(),
+            &xc.permute(&[0, 2, 3, 1]).unwrap().contiguous().unwrap(),
+        );
         close("cat", &Tensor::cat(&[&xg, &yg, &xg], 1).unwrap(), &Tensor::cat(&[&xc, &yc, &xc], 1).unwrap());
-        close("cat last dim", &Tensor::cat(&[&xg, &yg.narrow(3, 0, 3).unwrap()], 3).unwrap(), &Tensor::cat(&[&xc, &yc.narrow(3, 0, 3).unwrap()], 3).unwrap());
+        close(
+            "cat last dim",
+            &Tensor::cat(&[&xg, &yg.narrow(3, 0, 3).unwrap()], 3).unwrap(),
+            &Tensor::cat(&[&xc, &yc.narrow(3, 0, 3).unwrap()], 3).unwrap(),
+        );
         for to in [DType::F32, DType::F16, DType::BF16, DType::F64] {
             close(&format!("to_dtype {to:?}"), &xg.to_dtype(to).unwrap(), &xc.to_dtype(to).unwrap());
         }
@@ -117,7 +164,11 @@ fn every_op_matches_the_cpu() {
         let (mc, mg) = rand_pair(&mut rng, &[8, 4], dt, &g);
         close("matmul broadcast rhs", &ag.matmul(&mg).unwrap(), &ac.matmul(&mc).unwrap());
         let (nc, ng) = rand_pair(&mut rng, &[3, 4, 8], dt, &g);
-        close("matmul transposed rhs", &ag.matmul(&ng.transpose(1, 2).unwrap()).unwrap(), &ac.matmul(&nc.transpose(1, 2).unwrap()).unwrap());
+        close(
+            "matmul transposed rhs",
+            &ag.matmul(&ng.transpose(1, 2).unwrap()).unwrap(),
+            &ac.matmul(&nc.transpose(1, 2).unwrap()).unwrap(),
+        );
         // Convolutions through the device's engine.
         let (kc, kg) = rand_pair(&mut rng, &[4, 6, 3, 3], dt, &g);
         let (kb, kbg) = rand_pair(&mut rng, &[4], dt, &g);
@@ -125,8 +176,18 @@ fn every_op_matches_the_cpu() {
         close("conv2d", &xg.conv2d(&kg, Some(&kbg), &p).unwrap(), &xc.conv2d(&kc, Some(&kb), &p).unwrap());
         let (tc, tg) = rand_pair(&mut rng, &[6, 3, 4, 4], dt, &g);
         let tp = Conv2dParams::default().with_padding(1).with_stride(2).with_output_padding(1);
-        close("conv_transpose2d", &xg.conv_transpose2d(&tg, None, &tp).unwrap(), &xc.conv_transpose2d(&tc, None, &tp).unwrap());
-        checked += 25;
+        close(
+            "conv_transpose2d",
+            &xg.conv_transpose2d(&tg, None, &tp).unwrap(),
+            &xc.conv_transpose2d(&tc, None, &tp).unwrap(),
+        );
+        // In place: a residual add into a fresh buffer, and a slice written into a larger tensor.
+        close("add_assign", &xg.affine(1.0, 0.0).unwrap().add_assign(&yg).unwrap(), &xc.add(&yc).unwrap());
+        let (zg, zc) = (Tensor::zeros(&[2, 6, 20, 7], dt, &g).unwrap(), Tensor::zeros(&[2, 6, 20, 7], dt, &Device::cpu()).unwrap());
+        zg.slice_set(&xg, 2, 5).unwrap();
+        zc.slice_set(&xc, 2, 5).unwrap();
+        close("slice_set", &zg, &zc);
+        checked += 27;
     }
     println!("{checked} op checks on the GPU");
 }
@@ -138,15 +199,29 @@ fn attention_and_to_device_round_trip() {
     let c = 16;
     let mk = |rng: &mut StdRng, shape: &[usize]| {
         let n: usize = shape.iter().product();
-        Tensor::from_vec((0..n).map(|_| rng.random_range(-0.5f32..0.5)).collect::<Vec<_>>(), shape, &Device::cpu()).unwrap()
+        Tensor::from_vec((0..n).map(|_| rng.random_range(-0.5f32..0.5)).collect::<Vec<_>>(), shape, &Device::cpu())
+            .unwrap()
     };
     let lin = |rng: &mut StdRng| rocm_vision::nn::Linear::new(mk(rng, &[c, c]), Some(mk(rng, &[c])));
-    let norm = rocm_vision::nn::GroupNorm { groups: 4, weight: mk(&mut rng, &[c]), bias: mk(&mut rng, &[c]), eps: 1e-6 };
-    let cpu_attn = SpatialAttention { norm, q: lin(&mut rng), k: lin(&mut rng), v: lin(&mut rng), out: lin(&mut rng), max_score_bytes: 4 * 60 * 20 };
+    let norm =
+        rocm_vision::nn::GroupNorm { groups: 4, weight: mk(&mut rng, &[c]), bias: mk(&mut rng, &[c]), eps: 1e-6 };
+    let cpu_attn = SpatialAttention {
+        norm,
+        q: lin(&mut rng),
+        k: lin(&mut rng),
+        v: lin(&mut rng),
+        out: lin(&mut rng),
+        max_score_bytes: 4 * 60 * 20,
+    };
     let to_gpu = |t: &Tensor| t.to_device(&g).unwrap();
     let l = |x: &rocm_vision::nn::Linear| rocm_vision::nn::Linear::new(to_gpu(&x.weight), x.bias.as_ref().map(to_gpu));
     let gpu_attn = SpatialAttention {
-        norm: rocm_vision::nn::GroupNorm { groups: 4, weight: to_gpu(&cpu_attn.norm.weight), bias: to_gpu(&cpu_attn.norm.bias), eps: 1e-6 },
+        norm: rocm_vision::nn::GroupNorm {
+            groups: 4,
+            weight: to_gpu(&cpu_attn.norm.weight),
+            bias: to_gpu(&cpu_attn.norm.bias),
+            eps: 1e-6,
+        },
         q: l(&cpu_attn.q),
         k: l(&cpu_attn.k),
         v: l(&cpu_attn.v),
