@@ -1,1 +1,186 @@
-fn main() {}
+//! CPU benchmark: Real-CUGAN 2x se no-denoise on a 256x256 image, our engine against ncnn
+//! on the same machine in the same run.
+//!
+//! `cargo bench -p examples-sr --bench cpu` (options after `--`: `--size N`, `--runs N`,
+//! `--model-dir DIR`, `--python PATH`). ncnn runs through `benches/ncnn_cpu.py` with the
+//! `ncnn` PyPI package (`$NCNN_PYTHON`, else /opt/sr-venv/bin/python3), float32, 2 threads,
+//! the same model files and the same net input size; both sides report the median of a few
+//! runs after a warm-up. GFLOP is the conv + deconv work as the conv engine counts it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use examples_sr::image_io::Image;
+use examples_sr::models::{ModelKind, Variant};
+use examples_sr::upscale::Options;
+use rocm_vision::{Budget, DType, Tensor};
+
+struct Args {
+    size: usize,
+    runs: usize,
+    model_dir: PathBuf,
+    python: PathBuf,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        size: 256,
+        runs: 3,
+        model_dir: std::env::var_os("REALCUGAN_MODELS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../models")),
+        python: std::env::var_os("NCNN_PYTHON")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/opt/sr-venv/bin/python3")),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--size" => a.size = it.next().and_then(|v| v.parse().ok()).unwrap_or(a.size),
+            "--runs" => a.runs = it.next().and_then(|v| v.parse().ok()).unwrap_or(a.runs).max(1),
+            "--model-dir" => a.model_dir = it.next().map(PathBuf::from).unwrap_or(a.model_dir),
+            "--python" => a.python = it.next().map(PathBuf::from).unwrap_or(a.python),
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    a
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// A deterministic test picture: gradients, bars, a disc.
+fn picture(n: usize) -> Image {
+    let mut data = Vec::with_capacity(n * n * 3);
+    for y in 0..n {
+        for x in 0..n {
+            let disc = (x as i64 - n as i64 / 2).pow(2) + (y as i64 - n as i64 / 3).pow(2) < (n as i64 / 5).pow(2);
+            let bars = (x / 6) % 2 == 0;
+            data.push(if disc { 230 } else { (x * 255 / n) as u8 });
+            data.push(if bars { 40 } else { (y * 255 / n) as u8 });
+            data.push(((x + 2 * y) % 256) as u8);
+        }
+    }
+    Image::from_u8(n, n, 3, data).expect("valid image")
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn main() {
+    let a = args();
+    let variant = Variant::new(ModelKind::Se, 2, 0).expect("se 2x no-denoise exists");
+    let (param, bin) = variant.paths(&a.model_dir);
+    if !param.is_file() {
+        println!("SKIPPED: {} not found (run scripts/fetch-models.sh or set REALCUGAN_MODELS)", param.display());
+        return;
+    }
+    let device = examples_sr::cpu_device(Budget::bytes(64 << 20));
+    let up = variant.load(&a.model_dir, DType::F32, &device).expect("model loads");
+    let net = up.network();
+    let img = picture(a.size);
+    let side = a.size + 2 * up.prepadding();
+    let flops = net.flops(side, side).expect("shapes") as f64;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "Real-CUGAN {variant}, {n}x{n} image (net input {side}x{side}), f32, {threads} CPU threads, {} runs after a warm-up",
+        a.runs,
+        n = a.size
+    );
+    println!("conv + deconv work: {:.1} GFLOP", flops / 1e9);
+
+    // Ours: the network alone (what ncnn is timed on) and the whole upscale.
+    let input: Vec<f32> = (0..3 * side * side).map(|i| (i * 7919 % 1000) as f32 / 1000.0).collect();
+    let input = Tensor::from_vec(input, &[1, 3, side, side], &device).expect("input");
+    let plan = up.plan(img.width, img.height, &Options::whole()).expect("plan");
+    let forward = || {
+        let t = Instant::now();
+        net.forward(input.clone()).expect("forward");
+        secs(t.elapsed())
+    };
+    let whole = || {
+        let t = Instant::now();
+        up.upscale(&img, &plan, &mut |_| {}).expect("upscale");
+        secs(t.elapsed())
+    };
+    forward();
+    let ours_net = median((0..a.runs).map(|_| forward()).collect());
+    let ours_all = median((0..a.runs).map(|_| whole()).collect());
+
+    // Where the time goes: one more run with per-layer-type timers.
+    net.enable_profiling();
+    let t = Instant::now();
+    net.forward(input.clone()).expect("forward");
+    let profiled = t.elapsed();
+    let p = net.take_profile().expect("profile");
+
+    // ncnn on the same model files.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/ncnn_cpu.py");
+    let ncnn = Command::new(&a.python)
+        .arg(&script)
+        .arg(&param)
+        .arg(&bin)
+        .args(["--size", &side.to_string(), "--threads", "2", "--runs", &a.runs.to_string()])
+        .output();
+    let ncnn_s = match ncnn {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let median = text
+                .split("\"median_s\":")
+                .nth(1)
+                .and_then(|r| r.split([',', '}']).next())
+                .and_then(|v| v.trim().parse::<f64>().ok());
+            if median.is_none() {
+                println!("ncnn: unexpected output {text:?}");
+            }
+            median
+        }
+        Ok(o) => {
+            println!("ncnn anchor failed: {}", String::from_utf8_lossy(&o.stderr).trim());
+            None
+        }
+        Err(e) => {
+            println!("ncnn anchor skipped: cannot run {} ({e}); set NCNN_PYTHON", a.python.display());
+            None
+        }
+    };
+
+    println!();
+    println!("{:<34} {:>9} {:>10}", "", "median s", "GFLOP/s");
+    println!("{:<34} {:>9.3} {:>10.1}", "ours: network (untiled)", ours_net, flops / ours_net / 1e9);
+    println!("{:<34} {:>9.3} {:>10.1}", "ours: whole upscale (pre/post too)", ours_all, flops / ours_all / 1e9);
+    if let Some(n) = ncnn_s {
+        println!("{:<34} {:>9.3} {:>10.1}", "ncnn 2 threads fp32: network", n, flops / n / 1e9);
+        println!("ratio ours/ncnn (network): {:.2}", ours_net / n);
+    }
+    println!();
+    println!("where our time goes (one profiled network run, {:.3} s):", secs(profiled));
+    let row = |name: &str, d: Duration, f: Option<u64>| {
+        let rate = f.map(|f| format!("{:>7.1} GFLOP/s", f as f64 / secs(d).max(1e-12) / 1e9)).unwrap_or_default();
+        println!("  {name:<32} {:>7.3} s {:>5.1}% {rate}", secs(d), 100.0 * secs(d) / secs(profiled));
+    };
+    row("convolution", p.conv, Some(p.conv_flops));
+    row("deconvolution", p.deconv, Some(p.deconv_flops));
+    row("leaky ReLU (after conv/deconv)", p.activation, None);
+    row("add / SE multiply", p.binary, None);
+    row("crop views / pixel shuffle", p.reshape, None);
+    row("SE pooling + fully connected", p.se, None);
+    row("other (graph walk, frees)", profiled.saturating_sub(p.total()), None);
+    println!();
+    println!("convolution layers, slowest first:");
+    let mut layers = p.layers.clone();
+    layers.sort_by_key(|l| std::cmp::Reverse(l.time));
+    for l in &layers {
+        println!(
+            "  {:<16} {:<44} {:>7.3} s {:>7.1} GFLOP/s",
+            l.name,
+            l.what,
+            secs(l.time),
+            l.flops as f64 / secs(l.time).max(1e-12) / 1e9
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //! interleaved RGB/RGBA buffers the upscaler works on, and encoding to a temporary file
 //! renamed over the destination only once it is complete.
 
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use image::{DynamicImage, ImageBuffer, ImageEncoder};
@@ -234,21 +234,4 @@ fn write_file(img: &Image, path: &Path, format: Format) -> Result<(), Error> {
     file.sync_all().map_err(io)?;
     drop(file);
     Ok(())
-}
-
-/// Writes bytes to `dest` through the same temporary-file-and-rename path (for tools that
-/// already hold an encoded image).
-pub fn write_atomically(dest: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let tmp = temp_path_for(dest);
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, dest)
-    })()
-    .map_err(|source| Error::Io { path: dest.to_path_buf(), source });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

@@ -12,7 +12,7 @@
 //! let device = examples_sr::cpu_device(rocm_vision::Budget::bytes(64 << 20));
 //! let up = Variant::new(ModelKind::Se, 2, 0)?.load("models".as_ref(), rocm_vision::DType::F32, &device)?;
 //! let img = examples_sr::image_io::load("in.png".as_ref())?;
-//! let plan = up.plan(img.width, img.height, &Options { tile: TileSize::Auto, budget_bytes: 2 << 30 })?;
+//! let plan = up.plan(img.width, img.height, &Options { tile: TileSize::Auto, budget_bytes: 2 << 30, cache_bytes: 4 << 30 })?;
 //! let out = up.upscale(&img, &plan, &mut |_| {})?;
 //! examples_sr::image_io::save(&out, "out.png".as_ref(), examples_sr::image_io::Format::Png)?;
 //! # Ok::<(), examples_sr::Error>(())
@@ -24,6 +24,7 @@ pub mod image_io;
 pub mod models;
 pub mod ncnn;
 pub mod net;
+pub mod ops;
 pub mod upscale;
 
 use std::path::PathBuf;

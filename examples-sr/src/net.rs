@@ -84,6 +84,20 @@ struct ConvNode {
     stride: [usize; 2],
     dilation: [usize; 2],
     pad: Pad,
+    /// For a deconvolution whose kernel equals its stride (no overlap, no padding): the
+    /// same layer as a 1x1 convolution to `out_c·k·k` channels followed by a pixel shuffle
+    /// (weights `[out_c·k·k, in_c, 1, 1]`, bias repeated `k·k` times). Every output pixel
+    /// is one product sum over the input channels either way, but as a plain GEMM with
+    /// `k·k` times more rows it runs several times faster in the engine than as a
+    /// transposed convolution split into `k·k` one-tap phases.
+    as_1x1: Option<Shuffled1x1>,
+}
+
+/// See `ConvNode::as_1x1`.
+struct Shuffled1x1 {
+    weight: Tensor,
+    bias: Option<Tensor>,
+    k: usize,
 }
 
 struct InnerProductNode {
@@ -116,6 +130,10 @@ struct Node {
     tops: Vec<usize>,
     /// Blobs whose last reader is this node: dropped once it has run.
     frees: Vec<usize>,
+    /// For an `Add`: an operand (0 or 1) that may be overwritten with the sum, because
+    /// this node is its only reader and it owns its allocation (made by a conv, deconv,
+    /// add, multiply or pixel shuffle; not a split's or a crop's, which share theirs).
+    inplace: Option<usize>,
 }
 
 struct BlobMeta {
@@ -136,6 +154,10 @@ pub struct PoolInfo {
     /// The blob averaged (index into the blob table; for [`Network::blob_shape`]).
     pub blob: usize,
 }
+
+/// Per-channel means of the pooling layers, in [`Network::pools`] order (`None`: not known
+/// yet).
+pub type Means = Vec<Option<Vec<f32>>>;
 
 /// Where a run stopped.
 pub enum Stop {
@@ -192,6 +214,18 @@ pub struct Profile {
     pub reshape: Duration,
     /// Pooling means and the SE fully-connected layers.
     pub se: Duration,
+    /// Each conv / deconv layer: name, shape summary, time (summed over runs), FLOPs.
+    pub layers: Vec<LayerTime>,
+}
+
+/// Time of one convolution layer in a [`Profile`].
+#[derive(Clone, Debug)]
+pub struct LayerTime {
+    pub name: String,
+    /// E.g. `conv 3x3 s1 64->64 on 1x64x270x270`.
+    pub what: String,
+    pub time: Duration,
+    pub flops: u64,
 }
 
 impl Profile {
@@ -282,6 +316,7 @@ impl Network {
                         stride: [c.stride_h, c.stride_w],
                         dilation: [c.dilation_h, c.dilation_w],
                         pad: c.pad,
+                        as_1x1: None,
                     };
                     (NodeKind::Conv(node), Some(r.over(c.stride_h)))
                 }
@@ -307,6 +342,7 @@ impl Network {
                         stride: [d.stride_h, d.stride_w],
                         dilation: [d.dilation_h, d.dilation_w],
                         pad: d.pad,
+                        as_1x1: deconv_as_1x1(d, dtype, device)?,
                     };
                     (NodeKind::Deconv(node), Some(r.times(d.stride_h)))
                 }
@@ -367,6 +403,7 @@ impl Network {
                 bottoms: layer.bottoms.clone(),
                 tops: layer.tops.clone(),
                 frees: Vec::new(),
+                inplace: None,
             });
         }
 
@@ -374,6 +411,32 @@ impl Network {
             if let Some(&last) = blob.consumers.iter().max() {
                 nodes[last].frees.push(b);
             }
+        }
+        for i in 0..nodes.len() {
+            if !matches!(nodes[i].kind, NodeKind::Add) {
+                continue;
+            }
+            let owned = |b: usize| {
+                let blob = &model.blobs[b];
+                blob.consumers == [i]
+                    && matches!(
+                        nodes[blob.producer].kind,
+                        NodeKind::Conv(_)
+                            | NodeKind::Deconv(_)
+                            | NodeKind::Add
+                            | NodeKind::Mul
+                            | NodeKind::PixelShuffle(_)
+                    )
+                    && model.blobs.iter().filter(|o| o.producer == blob.producer).count() == 1
+            };
+            let (a, b) = (nodes[i].bottoms[0], nodes[i].bottoms[1]);
+            nodes[i].inplace = if a != b && owned(a) {
+                Some(0)
+            } else if a != b && owned(b) {
+                Some(1)
+            } else {
+                None
+            };
         }
         let out_ratio = blobs[output].ratio.ok_or_else(|| err("the output blob is a vector, not an image"))?;
         if out_ratio.den != 1 || out_ratio.num == 0 {
@@ -500,14 +563,23 @@ impl Network {
     /// Runs the whole network on `input` with the pooling means taken from the input
     /// itself (no tiling): the plain forward pass.
     pub fn forward(&self, input: Tensor) -> Result<Tensor, Error> {
+        self.forward_with_means(input).map(|(t, _)| t)
+    }
+
+    /// [`Self::forward`], also returning the pooling layers' means (in [`Self::pools`]
+    /// order), which a run on a window of the same input can be given to reproduce the
+    /// same values.
+    pub fn forward_with_means(&self, input: Tensor) -> Result<(Tensor, Means), Error> {
         let mut run = self.start(input)?;
-        let mut means: Vec<Option<Vec<f32>>> = vec![None; self.pools.len()];
+        let mut means: Means = vec![None; self.pools.len()];
         loop {
             match self.advance(&mut run, &means)? {
-                Stop::Done(t) => return Ok(t),
+                Stop::Done(t) => return Ok((t, means)),
                 Stop::Pool { pool, blob } => {
+                    let clock = Instant::now();
                     let sums = crate::upscale::channel_sums(&blob, None)?;
                     means[pool] = Some(crate::upscale::sums_to_means(&sums, &self.pools[pool])?);
+                    self.record(|p| p.se += clock.elapsed());
                 }
             }
         }
@@ -542,15 +614,47 @@ impl Network {
                 let x = self.image(run, node, 0)?;
                 let transposed = matches!(node.kind, NodeKind::Deconv(_));
                 let flops = if clock.is_some() { conv_flops(c, x.dims(), transposed, self.dtype) } else { 0 };
-                let y = if transposed {
-                    x.conv_transpose2d(&c.weight, c.bias.as_ref(), &c.params)?
-                } else {
-                    x.conv2d(&c.weight, c.bias.as_ref(), &c.params)?
+                let y = match (&c.as_1x1, transposed) {
+                    (Some(s), true) => x.conv2d(&s.weight, s.bias.as_ref(), &Conv2dParams::default())?,
+                    (None, true) => x.conv_transpose2d(&c.weight, c.bias.as_ref(), &c.params)?,
+                    (_, false) => x.conv2d(&c.weight, c.bias.as_ref(), &c.params)?,
                 };
                 let t_conv = elapsed();
-                let y = activate(y, c.activation)?;
-                let t_all = elapsed();
+                // Elementwise, so it can come before the shuffle of the 1x1 form.
+                let y = match c.activation {
+                    // The conv output is new and referenced nowhere else: update it in place.
+                    Activation::LeakyRelu { slope } if crate::ops::leaky_relu_inplace(&y, slope)? => y,
+                    act => activate(y, act)?,
+                };
+                let t_act = elapsed() - t_conv;
+                let y = match (&c.as_1x1, transposed) {
+                    (Some(s), true) => crate::ops::pixel_shuffle(&y, s.k)?,
+                    _ => y,
+                };
+                // The shuffle is part of the deconvolution.
+                let t_conv = elapsed() - t_act;
+                let what = if clock.is_some() {
+                    format!(
+                        "{} {}x{} s{} {}->{} on {:?}",
+                        if transposed { "deconv" } else { "conv" },
+                        c.kernel[0],
+                        c.kernel[1],
+                        c.stride[0],
+                        c.in_c,
+                        c.out_c,
+                        x.dims()
+                    )
+                } else {
+                    String::new()
+                };
                 self.record(|p| {
+                    match p.layers.iter_mut().find(|l| l.name == node.name) {
+                        Some(l) => {
+                            l.time += t_conv;
+                            l.flops += flops;
+                        }
+                        None => p.layers.push(LayerTime { name: node.name.clone(), what, time: t_conv, flops }),
+                    }
                     if transposed {
                         p.deconv += t_conv;
                         p.deconv_flops += flops;
@@ -558,7 +662,7 @@ impl Network {
                         p.conv += t_conv;
                         p.conv_flops += flops;
                     }
-                    p.activation += t_all - t_conv;
+                    p.activation += t_act;
                 });
                 Value::Image(y)
             }
@@ -588,6 +692,24 @@ impl Network {
                     .collect();
                 self.record(|p| p.se += elapsed());
                 Value::Vector(y)
+            }
+            NodeKind::Add if node.inplace.is_some() => {
+                let i = node.inplace.unwrap_or(0);
+                let (d, o) = (node.bottoms[i], node.bottoms[1 - i]);
+                // Taken out of the run: this node is its only reader.
+                let dst = match run.values[d].take() {
+                    Some(Value::Image(t)) => t,
+                    _ => return Err(err("the in-place operand is not an available image")),
+                };
+                let other = match run.values[o].as_ref() {
+                    Some(Value::Image(t)) => t,
+                    _ => return Err(err("the other operand is not an available image")),
+                };
+                check_same(&dst, other)?;
+                let sum =
+                    if dst.is_contiguous() && crate::ops::add_inplace(&dst, other)? { dst } else { dst.add(other)? };
+                self.record(|p| p.binary += elapsed());
+                Value::Image(sum)
             }
             NodeKind::Add | NodeKind::Mul => {
                 let a = run.values[node.bottoms[0]].as_ref();
@@ -631,18 +753,7 @@ impl Network {
                 Value::Image(y)
             }
             NodeKind::PixelShuffle(r) => {
-                let x = self.image(run, node, 0)?;
-                let [_, c, h, w] = dims4(x)?;
-                let r = *r;
-                if c % (r * r) != 0 {
-                    return Err(err(format!("{c} channels are not a multiple of {r}x{r}")));
-                }
-                let y = x
-                    .contiguous()?
-                    .reshape(&[1, c / (r * r), r, r, h, w])?
-                    .permute(&[0, 1, 4, 2, 5, 3])?
-                    .contiguous()?
-                    .reshape(&[1, c / (r * r), h * r, w * r])?;
+                let y = crate::ops::pixel_shuffle(self.image(run, node, 0)?, *r)?;
                 self.record(|p| p.reshape += elapsed());
                 Value::Image(y)
             }
@@ -763,9 +874,10 @@ impl Network {
 
     /// Peak bytes a run on an `h x w` input holds at once: the live feature maps (each
     /// dropped after its last reader, views and splits sharing storage), plus each layer's
-    /// output and temporaries (the activation's two, the engine's workspace, the copies a
-    /// crop or a pixel shuffle makes) and the pooled map's f32 copy. This is a walk over
-    /// the same graph with shapes instead of tensors, so it follows the executor exactly.
+    /// output and temporaries (the engine's workspace, a contiguous copy of a view, the
+    /// second buffer of a shuffled deconvolution, activations that are not in place) and
+    /// the pooled map's f32 copy. This walks the same graph as the executor, with shapes
+    /// instead of tensors; allocator overhead and the weights are not included.
     pub fn peak_bytes(&self, h: usize, w: usize) -> Result<usize, Error> {
         let shapes = self.shapes(h, w)?;
         let elem = self.dtype.size_in_bytes();
@@ -799,14 +911,18 @@ impl Network {
                     // A view (crop) is copied to a contiguous input first.
                     let copy =
                         if storage[node.bottoms[0]] != node.bottoms[0] { bytes(shapes[node.bottoms[0]]) } else { 0 };
+                    // Leaky ReLU runs in place on the CPU; the others allocate.
                     let act = match c.activation {
                         Activation::None => 0,
+                        Activation::LeakyRelu { .. } if self.device.is_cpu() => 0,
                         Activation::LeakyRelu { .. } => 2 * out,
                         _ => 3 * out,
                     };
-                    workspace + copy + act
+                    // The 1x1 form of a deconvolution shuffles into a second buffer.
+                    let shuffle = if c.as_1x1.is_some() { out } else { 0 };
+                    workspace + copy + act + shuffle
                 }
-                NodeKind::PixelShuffle(_) => bytes(shapes[node.bottoms[0]]),
+                NodeKind::PixelShuffle(_) => 0,
                 NodeKind::Pool(_) => match shapes[node.bottoms[0]] {
                     Some(Shape::Image { c, h, w }) => c * h * w * 4,
                     _ => 0,
@@ -815,6 +931,8 @@ impl Network {
             };
             let new = match node.kind {
                 NodeKind::Split | NodeKind::Crop(_) => 0,
+                // The sum overwrites an operand on the CPU.
+                NodeKind::Add if node.inplace.is_some() && self.device.is_cpu() => 0,
                 _ => out,
             };
             peak = peak.max(before + new + extra);
@@ -892,4 +1010,34 @@ fn activate_scalar(v: f32, act: Activation) -> f32 {
         Activation::Relu => v.max(0.0),
         Activation::Sigmoid => 1.0 / (1.0 + (-v).exp()),
     }
+}
+
+/// The 1x1-convolution form of a deconvolution with kernel = stride, no padding, no
+/// dilation (see `ConvNode::as_1x1`); `None` for any other deconvolution.
+fn deconv_as_1x1(d: &crate::ncnn::Deconvolution, dtype: DType, device: &Device) -> Result<Option<Shuffled1x1>, Error> {
+    let k = d.kernel_h;
+    let unpadded = d.pad == Pad { left: 0, right: 0, top: 0, bottom: 0 };
+    if !(d.kernel_w == k && d.stride_h == k && d.stride_w == k && d.dilation_h == 1 && d.dilation_w == 1 && unpadded) {
+        return Ok(None);
+    }
+    let (cin, cout, kk) = (d.num_input, d.num_output, k * k);
+    // d.weight is [in][out][ky][kx]; row (o, ky, kx) of the 1x1 weight holds that tap for
+    // every input channel.
+    let mut w = vec![0.0f32; cout * kk * cin];
+    for c in 0..cin {
+        for o in 0..cout {
+            for t in 0..kk {
+                w[(o * kk + t) * cin + c] = d.weight[(c * cout + o) * kk + t];
+            }
+        }
+    }
+    let b: Option<Vec<f32>> = d.bias.as_ref().map(|b| b.iter().flat_map(|&v| std::iter::repeat_n(v, kk)).collect());
+    let tensor = |v: Vec<f32>, shape: &[usize]| -> Result<Tensor, Error> {
+        Ok(Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?)
+    };
+    Ok(Some(Shuffled1x1 {
+        weight: tensor(w, &[cout * kk, cin, 1, 1])?,
+        bias: b.map(|b| tensor(b, &[cout * kk])).transpose()?,
+        k,
+    }))
 }

@@ -40,7 +40,7 @@ use crate::Error;
 use crate::bicubic;
 use crate::exact_sum::ExactSum;
 use crate::image_io::{Image, Pixels};
-use crate::net::{Network, PoolInfo, Ratio, Run, Shape, Stop};
+use crate::net::{Means, Network, PoolInfo, Ratio, Run, Shape, Stop};
 
 /// How to cut the image into tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,10 +58,20 @@ pub enum TileSize {
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
     pub tile: TileSize,
-    /// Memory the network may use: a tile's live feature maps and temporaries, and the
-    /// tile states kept between SE passes. The decoded image, its padded copy and the
+    /// Memory one tile's run may use: its live feature maps and temporaries (what
+    /// `TileSize::Auto` sizes the tile by). The decoded image, its padded copy and the
     /// output image are not counted.
     pub budget_bytes: usize,
+    /// Memory for the tile states kept between SE passes; a state that does not fit is
+    /// dropped and recomputed from the input in the next pass (same result, more time).
+    pub cache_bytes: usize,
+}
+
+impl Options {
+    /// One tile and no memory limits: the untiled reference.
+    pub fn whole() -> Options {
+        Options { tile: TileSize::Whole, budget_bytes: usize::MAX, cache_bytes: usize::MAX }
+    }
 }
 
 /// The tiles of one image.
@@ -75,7 +85,7 @@ pub struct TilePlan {
     /// Peak working memory of the largest tile (estimated from the graph; see
     /// [`Network::peak_bytes`]).
     pub tile_bytes: usize,
-    /// What the budget leaves for tile states kept between SE passes.
+    /// Memory for tile states kept between SE passes ([`Options::cache_bytes`]).
     pub cache_bytes: usize,
 }
 
@@ -148,6 +158,9 @@ pub fn channel_sums(blob: &Tensor, region: Option<(usize, usize)>) -> Result<Vec
     let (rh, rw) = region.unwrap_or((h, w));
     if rh > h || rw > w || rh == 0 || rw == 0 {
         return Err(Error::Internal(format!("pooling region {rh}x{rw} of a {h}x{w} map")));
+    }
+    if let Some(sums) = crate::ops::channel_sums_cpu(blob, rh, rw)? {
+        return Ok(sums);
     }
     let t = if (rh, rw) == (h, w) { blob.clone() } else { blob.narrow(2, 0, rh)?.narrow(3, 0, rw)? };
     let data = t.to_vec::<f32>()?;
@@ -280,8 +293,7 @@ impl Upscaler {
         let rows = split(hr, side, m);
         let cols = split(wr, side, m);
         let tile_bytes = self.tile_bytes(cols[0].len(), rows[0].len())?;
-        let cache_bytes = opts.budget_bytes.saturating_sub(tile_bytes);
-        Ok(TilePlan { width, height, rows, cols, tile_bytes, cache_bytes })
+        Ok(TilePlan { width, height, rows, cols, tile_bytes, cache_bytes: opts.cache_bytes })
     }
 
     /// Upscales `img` tile by tile as `plan` says.
@@ -313,7 +325,7 @@ impl Upscaler {
         let mut stats = Stats { tiles: tiles.len(), passes, ..Stats::default() };
         let mut states: Vec<Option<(Run, usize)>> = (0..tiles.len()).map(|_| None).collect();
         let mut cached = 0usize;
-        let mut means: Vec<Option<Vec<f32>>> = vec![None; pools.len()];
+        let mut means: Means = vec![None; pools.len()];
         let last_row = plan.rows.len() - 1;
         let last_col = plan.cols.len() - 1;
         let start_or_resume =
@@ -539,9 +551,9 @@ mod tests {
 
     #[test]
     fn reflect_matches_numpy() {
-        // np.pad([0,1,2,3], 5, mode="reflect") = [3 2 1 2 1 | 0 1 2 3 | 2 1 0 1 2]
+        // np.pad([0,1,2,3], 5, mode="reflect") = [1 2 3 2 1 | 0 1 2 3 | 2 1 0 1 2]
         let got: Vec<usize> = (-5..9).map(|i| reflect(i, 4)).collect();
-        assert_eq!(got, [3, 2, 1, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1, 2]);
+        assert_eq!(got, [1, 2, 3, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1, 2]);
         assert_eq!(reflect(-3, 1), 0);
         assert_eq!((-2..4).map(|i| reflect(i, 2)).collect::<Vec<_>>(), [0, 1, 0, 1, 0, 1]);
     }

@@ -8,7 +8,7 @@ mod common;
 use std::collections::HashMap;
 
 use examples_sr::image_io;
-use examples_sr::upscale::{Options, TileSize, Upscaler};
+use examples_sr::upscale::{Options, Upscaler};
 use rocm_vision::Weights;
 
 fn manifest() -> serde_json::Value {
@@ -36,8 +36,7 @@ fn every_fixture_matches_ncnn_within_one_level() {
         let src = m["inputs"][input]["file"].as_str().expect("input file");
         let img = image_io::load(&common::fixtures_dir().join(src)).expect("fixture input");
         let want = image_io::load(&common::fixtures_dir().join(field(case, "output"))).expect("fixture output");
-        let plan =
-            up.plan(img.width, img.height, &Options { tile: TileSize::Whole, budget_bytes: usize::MAX }).expect("plan");
+        let plan = up.plan(img.width, img.height, &Options::whole()).expect("plan");
         let got = up.upscale(&img, &plan, &mut |_| {}).expect("upscale");
         let (worst, count) = common::max_diff(&got, &want);
         println!("{variant:<32} {input:<10} {worst:>8} {count:>9} {:>9}", common::samples(&want).len());

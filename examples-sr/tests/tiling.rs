@@ -6,8 +6,14 @@ mod common;
 
 use examples_sr::upscale::{Options, TileSize, Upscaler};
 
-fn run(up: &Upscaler, img: &examples_sr::image_io::Image, tile: TileSize, budget: usize) -> (examples_sr::image_io::Image, examples_sr::upscale::Stats) {
-    let plan = up.plan(img.width, img.height, &Options { tile, budget_bytes: budget }).expect("plan");
+fn run(
+    up: &Upscaler,
+    img: &examples_sr::image_io::Image,
+    tile: TileSize,
+    cache: usize,
+) -> (examples_sr::image_io::Image, examples_sr::upscale::Stats) {
+    let plan =
+        up.plan(img.width, img.height, &Options { tile, budget_bytes: usize::MAX, cache_bytes: cache }).expect("plan");
     up.upscale_with_stats(img, &plan, &mut |_| {}).expect("upscale")
 }
 
@@ -22,14 +28,22 @@ fn check(variant: &str, w: usize, h: usize, channels: usize, tile: usize) {
     assert!(cs.tiles >= 4, "{variant}: only {} tiles", cs.tiles);
     assert_eq!(cs.recomputed, 0, "{variant}: states should have been kept");
     let (worst, count) = common::max_diff(&whole, &cached);
-    assert_eq!((worst, count), (0, 0), "{variant}: tiled (cached) differs from untiled in {count} samples, max {worst}");
+    assert_eq!(
+        (worst, count),
+        (0, 0),
+        "{variant}: tiled (cached) differs from untiled in {count} samples, max {worst}"
+    );
     // No room for any tile state: every pass recomputes from the input.
     let (recomputed, rs) = run(&up, &img, TileSize::Fixed(tile), 0);
     if !up.network().pools().is_empty() {
         assert!(rs.recomputed > 0, "{variant}: nothing was recomputed with a zero budget");
     }
     let (worst, count) = common::max_diff(&whole, &recomputed);
-    assert_eq!((worst, count), (0, 0), "{variant}: tiled (recomputed) differs from untiled in {count} samples, max {worst}");
+    assert_eq!(
+        (worst, count),
+        (0, 0),
+        "{variant}: tiled (recomputed) differs from untiled in {count} samples, max {worst}"
+    );
     println!(
         "{variant}: {w}x{h} in {} tiles of <= {tile} px ({} SE passes): identical to untiled (cached and recomputed)",
         cs.tiles,
@@ -61,4 +75,50 @@ fn tiled_equals_untiled_pro_3x() {
 #[test]
 fn tiled_equals_untiled_nose_2x() {
     check("models-nose/up2x-no-denoise", 52, 40, 3, 24);
+}
+
+/// The property the tiling rests on, at float precision: a run on a window of the net
+/// input, given the untiled run's SE means, reproduces the untiled float output over the
+/// window's own region bit for bit (the conv engine computes each output pixel the same
+/// way whichever tile it is in).
+#[test]
+fn window_runs_reproduce_untiled_floats() {
+    let Some(models) = common::models_or_skip("window_runs_reproduce_untiled_floats") else { return };
+    use examples_sr::net::Stop;
+    use rocm_vision::Tensor;
+    for variant in ["models-se/up3x-no-denoise", "models-se/up4x-denoise3x"] {
+        let up = common::load(&models, variant);
+        let (net, s, p, m) = (up.network(), up.scale(), up.prepadding(), up.multiple());
+        let (h, w) = (40 + 2 * p, 48 + 2 * p);
+        let data: Vec<f32> = (0..3 * h * w).map(|i| (i * 7919 % 1000) as f32 / 1000.0).collect();
+        let full = Tensor::from_vec(data, &[1, 3, h, w], &common::device()).expect("input");
+        let (out, means) = net.forward_with_means(full.clone()).expect("untiled");
+        let (oh, ow) = (out.dims()[2], out.dims()[3]);
+        let o = out.to_vec::<f32>().expect("output");
+        let mut compared = 0;
+        for (y0, x0, th, tw) in [(0, 0, 20, 24), (2 * m, m, 16, 28), (20, 24, 20, 24)] {
+            let win = full.narrow(2, y0, th + 2 * p).and_then(|t| t.narrow(3, x0, tw + 2 * p)).expect("window");
+            let mut run = net.start(win.contiguous().expect("contiguous")).expect("start");
+            let Stop::Done(t) = net.advance(&mut run, &means).expect("window run") else {
+                panic!("{variant}: the window run stopped at a pooling layer although every mean was given")
+            };
+            let (wh, ww) = (t.dims()[2], t.dims()[3]);
+            let v = t.to_vec::<f32>().expect("window output");
+            for c in 0..3 {
+                for i in 0..th * s {
+                    for j in 0..tw * s {
+                        let a = o[(c * oh + y0 * s + i) * ow + x0 * s + j];
+                        let b = v[(c * wh + i) * ww + j];
+                        assert_eq!(
+                            a.to_bits(),
+                            b.to_bits(),
+                            "{variant}: window at ({y0}, {x0}), pixel ({c}, {i}, {j})"
+                        );
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        println!("{variant}: {compared} float outputs of 3 windows identical to the untiled run");
+    }
 }

@@ -20,7 +20,8 @@ else ./models. Available: se: 2x (-n -1, 0, 1, 2, 3), 3x and 4x (-n -1, 0, 3); p
 (-n -1, 0, 3); nose: 2x (-n 0).
 
 Tiling is lossless: tiles carry their context pixels and the SE blocks' means are computed over the
-whole image (in passes over the tiles), so the output is bit-identical to an untiled run.
+whole image (in passes over the tiles), so the output is bit-identical to an untiled run. Between
+passes each tile's state is kept within --cache-budget, or recomputed from the input.
 
 Output: PNG keeps 16-bit input at 16 bits and the alpha channel (alpha is upscaled bicubically, as
 realcugan-ncnn-vulkan does); JPEG output is 8-bit without alpha; WebP output is 8-bit lossless.
@@ -31,7 +32,7 @@ Example:  realcugan -i photo.png -o photo-2x.png -s 2 -n 0";
 
 /// Real-CUGAN super-resolution (se / pro / nose models) on the CPU.
 #[derive(Parser, Debug)]
-#[command(name = "realcugan", version, about, after_help = AFTER_HELP)]
+#[command(name = "realcugan", version, after_help = AFTER_HELP)]
 struct Cli {
     /// Input image (PNG 8/16-bit, JPEG, WebP; RGB, RGBA or grey), or a directory: every
     /// .png/.jpg/.jpeg/.webp file in it is upscaled.
@@ -70,10 +71,15 @@ struct Cli {
     #[arg(long = "tile", default_value = "auto", value_name = "auto|whole|N")]
     tile: String,
 
-    /// Memory the network may use for a tile's feature maps and for tile state kept between
-    /// the SE passes (e.g. 2GiB, 512MiB, 80%); the image buffers come on top.
+    /// Memory one tile's run may use (its feature maps and temporaries; --tile auto picks
+    /// the largest tile within it), e.g. 2GiB, 512MiB, 80% (of free memory).
     #[arg(long = "vram-budget", default_value = "2GiB", value_name = "BYTES")]
     vram_budget: String,
+
+    /// Host memory for tile states kept between the SE passes; states that do not fit are
+    /// recomputed (same output, more time). Bytes or a percentage of free memory.
+    #[arg(long = "cache-budget", default_value = "50%", value_name = "BYTES")]
+    cache_budget: String,
 
     /// Inference precision: f32, f16 or bf16 (f32 matches ncnn's CPU results).
     #[arg(long = "dtype", default_value = "f32", value_name = "TYPE")]
@@ -235,35 +241,46 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let variant = Variant::new(cli.model, cli.scale, cli.noise)?;
     let tile = parse_tile(&cli.tile)?;
     let dtype = parse_dtype(&cli.dtype)?;
-    let budget: Budget =
-        cli.vram_budget.parse().map_err(|e: conv_engine::budget::BudgetParseError| usage(e.to_string()))?;
+    let parse_budget = |s: &str| -> Result<Budget, Failure> {
+        s.parse().map_err(|e: conv_engine::budget::BudgetParseError| usage(e.to_string()))
+    };
+    let budget = parse_budget(&cli.vram_budget)?;
+    let cache_bytes = parse_budget(&cli.cache_budget)?.resolve(conv_engine::budget::host_free_bytes);
     let jobs = jobs(cli)?;
 
     // Refuse overwrites before any work, so a batch does not stop half-way for it.
+    let total = jobs.len();
     let mut failures = 0usize;
     let mut todo = Vec::new();
     for job in jobs {
-        if same_file(&job.input, &job.output) {
-            eprintln!("error: {}: the output would replace its own input; choose another name", job.output.display());
-            failures += 1;
+        let refusal = if same_file(&job.input, &job.output) {
+            Some(format!("{}: the output would replace its own input; choose another name", job.output.display()))
         } else if job.output.exists() && !cli.force {
-            eprintln!("error: {} exists; use --force to overwrite it", job.output.display());
-            failures += 1;
+            Some(format!("{} exists; use --force to overwrite it", job.output.display()))
         } else {
-            todo.push(job);
+            None
+        };
+        match refusal {
+            Some(msg) if total == 1 => return Err(Failure { msg, code: 1 }),
+            Some(msg) => {
+                eprintln!("error: {msg}");
+                failures += 1;
+            }
+            None => todo.push(job),
         }
     }
     if todo.is_empty() {
-        return Err(Failure { msg: format!("nothing to do ({failures} output(s) refused)"), code: 1 });
+        return Err(Failure { msg: format!("nothing to do: all {failures} outputs exist"), code: 1 });
     }
 
     let (device, budget_bytes, note) = open_device(&cli.device, budget)?;
     if let (Some(note), false) = (note, cli.quiet) {
-        eprintln!("note: {note}");
+        // The first line says why (e.g. no ROCm runtime); the rest lists the paths tried.
+        eprintln!("note: {}", note.lines().next().unwrap_or_default());
     }
     let model_dir = models::model_dir(cli.model_dir.as_deref());
     let upscaler = variant.load(&model_dir, dtype, &device)?;
-    let opts = Options { tile, budget_bytes };
+    let opts = Options { tile, budget_bytes, cache_bytes };
 
     let bars = MultiProgress::with_draw_target(if cli.quiet {
         ProgressDrawTarget::hidden()
@@ -280,7 +297,13 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     });
     for job in &todo {
         if let Err(e) = process(job, &upscaler, &opts, &variant, &bars, cli) {
-            say(&bars, format!("error: {}: {e}", job.input.display()));
+            // Errors about the file itself already name it.
+            let msg = e.to_string();
+            let shown = job.input.display().to_string();
+            say(
+                &bars,
+                if msg.starts_with(&shown) { format!("error: {msg}") } else { format!("error: {shown}: {msg}") },
+            );
             failures += 1;
         }
         if let Some(b) = &overall {
@@ -290,10 +313,12 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     if let Some(b) = overall {
         b.finish();
     }
-    if failures > 0 {
-        return Err(Failure { msg: format!("{failures} of {} image(s) failed", failures + todo.len()), code: 1 });
+    match failures {
+        0 => Ok(()),
+        // The one error was printed already.
+        _ if total == 1 => Err(Failure { msg: "1 image failed".into(), code: 1 }),
+        _ => Err(Failure { msg: format!("{failures} of {total} images failed"), code: 1 }),
     }
-    Ok(())
 }
 
 fn process(
@@ -328,7 +353,7 @@ fn process(
         say(
             bars,
             format!(
-                "{} ({}x{}, {}-bit{}) -> {} ({}x{}){dropped}: {variant}, {} tile(s) of {}x{} (~{} each), {} SE pass(es), \
+                "{} ({}x{}, {}-bit{}) -> {} ({}x{}){dropped}: {variant}, {} tile(s) of {}x{} (~{} each), {} SE pass(es){}, \
              {:.2} s",
                 job.input.display(),
                 img.width,
@@ -343,6 +368,11 @@ fn process(
                 th,
                 format_bytes(plan.tile_bytes),
                 stats.passes - 1,
+                if stats.recomputed > 0 {
+                    format!(" ({} tile runs recomputed: raise --cache-budget to keep them)", stats.recomputed)
+                } else {
+                    String::new()
+                },
                 started.elapsed().as_secs_f64()
             ),
         );
