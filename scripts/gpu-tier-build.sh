@@ -28,3 +28,6 @@ stage test test --no-run -p rocm-backend --test gpu_alloc --test gpu_conv
 stage test test --no-run -p rocm-vision --test gpu_tensor
 stage bench bench --no-run -p rocm-backend --bench gpu_conv
 du -sh .device-carry
+# The NHWC implicit-GEMM kernels (issue 5): the MMA layer, every configuration, the gfx11 /
+# gfx12 WMMA emulations, split-K and the fused epilogue against f64 references.
+stage test test --no-run -p rocm-backend --test gpu_igemm

@@ -112,6 +112,12 @@ pub enum Types {
     Bits,
     /// every ordered pair of distinct dtypes (pattern uses `{src}` and `{dst}`)
     CastPairs,
+    /// f16 bf16 (the matrix-core kernels)
+    Half,
+    /// f32 only (the FMA NHWC implicit GEMM)
+    F32,
+    /// element sizes b16 b32 (pattern uses `{bits}`): the packing kernels of f16/bf16 and f32
+    Bits16And32,
 }
 
 impl Types {
@@ -122,6 +128,9 @@ impl Types {
             Types::Gemm => from(&DType::GEMM),
             Types::All => from(&DType::ALL),
             Types::Bits => ["b8", "b16", "b32", "b64"].iter().map(|s| s.to_string()).collect(),
+            Types::Half => from(&[DType::F16, DType::BF16]),
+            Types::F32 => from(&[DType::F32]),
+            Types::Bits16And32 => ["b16", "b32"].iter().map(|s| s.to_string()).collect(),
             Types::CastPairs => {
                 let mut v = Vec::new();
                 for s in DType::ALL {
@@ -245,6 +254,13 @@ pub enum Launch {
     /// blockDim = (config.threads(), 1, 1); grid = (ceil(n*p*q / bm), ceil((k/groups) / bn),
     /// groups), with the [`IgemmConfig`] named in the entry point.
     Igemm,
+    /// blockDim = (config.threads(), 1, 1) whatever the wave size; grid = (ceil(n*p*q / bm),
+    /// ceil((k/groups) / bn), groups * splits), with the [`IgemmNhwcConfig`] named in the
+    /// entry point.
+    IgemmNhwc,
+    /// One block of one warp: the device's wave size for the native family, 32 for the
+    /// emulations.
+    MmaTile,
 }
 
 /// A kernel family: one signature, instantiated per op and dtype.
@@ -288,7 +304,7 @@ impl Family {
             return None;
         }
         let t = match self.types {
-            Types::Bits => dtype.bits_suffix(),
+            Types::Bits | Types::Bits16And32 => dtype.bits_suffix(),
             Types::CastPairs => return None,
             _ => dtype.suffix(),
         };
@@ -377,6 +393,110 @@ pub fn igemm_entry_point(transposed: bool, config: &IgemmConfig, dtype: DType) -
     }
     let kind = if transposed { "tconv" } else { "fwd" };
     Some(format!("igemm_{kind}_{}_{}", config.name, dtype.suffix()))
+}
+
+/// What computes the NHWC implicit GEMM of `igemm_mma.hip`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IgemmMath {
+    /// Matrix cores through the prelude's MMA layer (f16/bf16, f32 accumulation). `a`, `b`
+    /// are the 32-lane warps along M and N.
+    Mma,
+    /// FMA (f32): `a`, `b` are the thread tile (pixels x channels) of each of 256 threads.
+    Simt,
+}
+
+/// A tile configuration of the NHWC implicit-GEMM kernels (`igemm_mma.hip`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IgemmNhwcConfig {
+    /// `<bm>x<bn>_<a>x<b>`, the middle of the entry-point name.
+    pub name: &'static str,
+    pub math: IgemmMath,
+    /// Block tile: output pixels (GEMM M).
+    pub bm: u32,
+    /// Block tile: output channels of the group (GEMM N).
+    pub bn: u32,
+    /// Mma: 32-lane warps along M; Simt: pixels per thread.
+    pub a: u32,
+    /// Mma: 32-lane warps along N; Simt: channels per thread.
+    pub b: u32,
+    /// LDS pipeline stages on NVIDIA (cp.async); AMD targets always use 2.
+    pub nv_stages: u32,
+}
+
+impl IgemmNhwcConfig {
+    /// Threads per block, whatever the hardware wave size.
+    pub const fn threads(&self) -> u32 {
+        match self.math {
+            IgemmMath::Mma => self.a * self.b * 32,
+            IgemmMath::Simt => 256,
+        }
+    }
+    /// Reduction elements per k-tile: 64-byte LDS rows.
+    pub const fn k_tile(&self, elem_bytes: u32) -> u32 {
+        64 / elem_bytes
+    }
+    /// LDS bytes of the pipeline with `stages` stages.
+    pub const fn lds_bytes(&self, stages: u32) -> u32 {
+        stages * (self.bm + self.bn) * 64
+    }
+    /// Grid for `m` output pixels (n*p*q of the phase), `kg` output channels per group,
+    /// `groups` and `splits`.
+    pub fn grid(&self, m: u64, kg: u64, groups: u32, splits: u32) -> (u32, u32, u32) {
+        (m.div_ceil(self.bm as u64) as u32, kg.div_ceil(self.bn as u64) as u32, groups * splits)
+    }
+}
+
+const fn mma_cfg(name: &'static str, bm: u32, bn: u32, a: u32, b: u32, nv_stages: u32) -> IgemmNhwcConfig {
+    IgemmNhwcConfig { name, math: IgemmMath::Mma, bm, bn, a, b, nv_stages }
+}
+const fn simt_cfg(name: &'static str, bm: u32, bn: u32, a: u32, b: u32, nv_stages: u32) -> IgemmNhwcConfig {
+    IgemmNhwcConfig { name, math: IgemmMath::Simt, bm, bn, a, b, nv_stages }
+}
+
+/// The matrix-core configurations (`igemm_mma_<name>_{f16,bf16}`).
+pub const IGEMM_MMA_CONFIGS: [IgemmNhwcConfig; 6] = [
+    mma_cfg("128x128_2x4", 128, 128, 2, 4, 3),
+    mma_cfg("128x64_2x2", 128, 64, 2, 2, 4),
+    mma_cfg("64x128_2x2", 64, 128, 2, 2, 4),
+    mma_cfg("64x64_2x2", 64, 64, 2, 2, 4),
+    mma_cfg("128x32_4x1", 128, 32, 4, 1, 4),
+    mma_cfg("128x16_4x1", 128, 16, 4, 1, 4),
+];
+
+/// The configurations instantiated with the gfx11 and gfx12 WMMA emulation
+/// (`igemm_emu11_<name>_*`, `igemm_emu12_<name>_*`).
+pub const IGEMM_EMU_CONFIGS: [IgemmNhwcConfig; 2] = [IGEMM_MMA_CONFIGS[0], IGEMM_MMA_CONFIGS[3]];
+
+/// The FMA configurations (`igemm_simt_<name>_f32`).
+pub const IGEMM_SIMT_CONFIGS: [IgemmNhwcConfig; 5] = [
+    simt_cfg("128x128_8x8", 128, 128, 8, 8, 3),
+    simt_cfg("128x64_8x4", 128, 64, 8, 4, 4),
+    simt_cfg("64x64_4x4", 64, 64, 4, 4, 4),
+    simt_cfg("128x32_4x4", 128, 32, 4, 4, 4),
+    simt_cfg("128x16_4x2", 128, 16, 4, 2, 4),
+];
+
+/// Which fragment code an NHWC implicit-GEMM entry point runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MmaVariant {
+    /// The compiling target's own matrix cores (or FMA for [`IgemmMath::Simt`]).
+    Native,
+    /// The RDNA3 (gfx11) fragment layout with the WMMA instruction emulated by shuffles.
+    EmulateGfx11,
+    /// The RDNA4 (gfx12) fragment layout, emulated.
+    EmulateGfx12,
+}
+
+/// Entry-point name of an NHWC implicit-GEMM kernel, if instantiated.
+pub fn igemm_nhwc_entry_point(variant: MmaVariant, config: &IgemmNhwcConfig, dtype: DType) -> Option<String> {
+    let name = match (config.math, variant) {
+        (IgemmMath::Simt, MmaVariant::Native) if dtype == DType::F32 => format!("igemm_simt_{}_f32", config.name),
+        (IgemmMath::Mma, MmaVariant::Native) => format!("igemm_mma_{}_{}", config.name, dtype.suffix()),
+        (IgemmMath::Mma, MmaVariant::EmulateGfx11) => format!("igemm_emu11_{}_{}", config.name, dtype.suffix()),
+        (IgemmMath::Mma, MmaVariant::EmulateGfx12) => format!("igemm_emu12_{}_{}", config.name, dtype.suffix()),
+        _ => return None,
+    };
+    module_of(&name).map(|_| name)
 }
 
 /// A strided view, mirrored from `rv_strided` (prelude.h): passed by value.
@@ -927,8 +1047,160 @@ const IGEMM: &[Family] = &[
     },
 ];
 
+const IGEMM_MMA_NAMES: &[&str] = &["128x128_2x4", "128x64_2x2", "64x128_2x2", "64x64_2x2", "128x32_4x1", "128x16_4x1"];
+const IGEMM_EMU_NAMES: &[&str] = &["128x128_2x4", "64x64_2x2"];
+const IGEMM_SIMT_NAMES: &[&str] = &["128x128_8x8", "128x64_8x4", "64x64_4x4", "128x32_4x4", "128x16_4x2"];
+
+const IGEMM_NHWC_ARGS: &[Arg] = &[
+    arg("g", ArgType::Conv2d, "phase-local forward geometry over the NHWC band (igemm_mma.hip)"),
+    arg("cgp", ArgType::I32, "channel slots per group in the NHWC input and packed weights (multiple of 16 bytes)"),
+    arg("splits", ArgType::I32, "split-K factor (grid.z = groups * splits); > 1 writes `partial`"),
+    arg("act", ArgType::I32, "activation after the bias: 0 none, 1 relu, 2 silu"),
+    arg("os_n", ArgType::I64, "output view: elements between images"),
+    arg("os_c", ArgType::I64, "output view: elements between channels"),
+    arg("os_y", ArgType::I64, "output view: elements between grid rows"),
+    arg("os_x", ArgType::I64, "output view: elements between grid columns"),
+    arg("in", cptr(Elem::T), "NHWC input band [n][h][w][groups*cgp]"),
+    arg("w", cptr(Elem::T), "packed weights [k][r][s][cgp]"),
+    arg("bias", cptr(Elem::T), "bias [k], or null"),
+    arg("res", cptr(Elem::T), "residual read through the output view, or null"),
+    arg("partial", mptr(Elem::F32), "split-K partial sums [splits][k][n*p*q] (unused when splits == 1)"),
+    arg("out", mptr(Elem::T), "output, through the view"),
+];
+
+const IGEMM_MMA: &[Family] = &[
+    Family {
+        pattern: "igemm_mma_{op}_{dtype}",
+        export_macro: "RV_EXPORT_IGEMM_MMA",
+        ops: IGEMM_MMA_NAMES,
+        types: Types::Half,
+        args: IGEMM_NHWC_ARGS,
+        launch: Launch::IgemmNhwc,
+        doc: "NHWC implicit-GEMM convolution on the compiling target's matrix cores (WMMA gfx11/gfx12, MFMA CDNA, mma.sync NVIDIA), cp.async pipeline on NVIDIA, fused bias/activation/residual epilogue, split-K partials.",
+    },
+    Family {
+        pattern: "igemm_emu11_{op}_{dtype}",
+        export_macro: "RV_EXPORT_IGEMM_EMU11",
+        ops: IGEMM_EMU_NAMES,
+        types: Types::Half,
+        args: IGEMM_NHWC_ARGS,
+        launch: Launch::IgemmNhwc,
+        doc: "The same kernel with the RDNA3 (gfx11) fragment code and the WMMA instruction emulated by warp shuffles (warp 32): the GPU tier's check of the gfx11 layout.",
+    },
+    Family {
+        pattern: "igemm_emu12_{op}_{dtype}",
+        export_macro: "RV_EXPORT_IGEMM_EMU12",
+        ops: IGEMM_EMU_NAMES,
+        types: Types::Half,
+        args: IGEMM_NHWC_ARGS,
+        launch: Launch::IgemmNhwc,
+        doc: "The same kernel with the RDNA4 (gfx12) fragment code, WMMA emulated by warp shuffles.",
+    },
+    Family {
+        pattern: "igemm_simt_{op}_{dtype}",
+        export_macro: "RV_EXPORT_IGEMM_SIMT",
+        ops: IGEMM_SIMT_NAMES,
+        types: Types::F32,
+        args: IGEMM_NHWC_ARGS,
+        launch: Launch::IgemmNhwc,
+        doc: "NHWC implicit-GEMM convolution in f32 FMA (no TF32), the same iterators, pipeline and epilogue.",
+    },
+    Family {
+        pattern: "igemm_splitk_{dtype}",
+        export_macro: "RV_EXPORT_IGEMM_SPLITK",
+        ops: &[],
+        types: Types::Gemm,
+        args: &[
+            arg("g", ArgType::Conv2d, "the geometry the partials were computed for"),
+            arg("splits", ArgType::I32, "number of partial sums"),
+            arg("act", ArgType::I32, "activation: 0 none, 1 relu, 2 silu"),
+            arg("os_n", ArgType::I64, "output view: elements between images"),
+            arg("os_c", ArgType::I64, "output view: elements between channels"),
+            arg("os_y", ArgType::I64, "output view: elements between grid rows"),
+            arg("os_x", ArgType::I64, "output view: elements between grid columns"),
+            arg("partial", cptr(Elem::F32), "[splits][k][n*p*q] f32"),
+            arg("bias", cptr(Elem::T), "bias [k], or null"),
+            arg("res", cptr(Elem::T), "residual through the view, or null"),
+            arg("out", mptr(Elem::T), "output, through the view"),
+        ],
+        launch: Launch::GridStride,
+        doc: "Split-K reduction: sums the partials and applies the epilogue (bias, activation, residual, cast).",
+    },
+    Family {
+        pattern: "igemm_pack_input_{bits}",
+        export_macro: "RV_EXPORT_IGEMM_PACK_INPUT",
+        ops: &[],
+        types: Types::Bits16And32,
+        args: &[
+            arg("g", ArgType::Conv2d, "the full input: n, c, h, w, groups"),
+            arg("row0", ArgType::I32, "first input row of the band"),
+            arg("rows", ArgType::I32, "rows in the band"),
+            arg("cgp", ArgType::I32, "channel slots per group (>= c/groups; the extra slots are zero)"),
+            arg("in", cptr(Elem::T), "NCHW input"),
+            arg("out", mptr(Elem::T), "NHWC band [n][rows][w][groups*cgp]"),
+        ],
+        launch: Launch::TransposeTiles,
+        doc: "NCHW -> NHWC of a band of input rows with padded channel slots (grid = (ceil(rows*w/32), ceil(groups*cgp/32), n)).",
+    },
+    Family {
+        pattern: "igemm_pack_weight_{bits}",
+        export_macro: "RV_EXPORT_IGEMM_PACK_WEIGHT",
+        ops: &[],
+        types: Types::Bits16And32,
+        args: &[
+            arg("g", ArgType::Conv2d, "the convolution: k, c, r, s (full filter), groups"),
+            arg("cgp", ArgType::I32, "channel slots per group"),
+            arg("transposed", ArgType::I32, "non-zero: weights are [c][k/groups][r][s]"),
+            arg("r0", ArgType::I32, "first filter row of the phase"),
+            arg("rstep", ArgType::I32, "filter row step"),
+            arg("nr", ArgType::I32, "filter rows in the phase"),
+            arg("s0", ArgType::I32, "first filter column"),
+            arg("sstep", ArgType::I32, "filter column step"),
+            arg("ns", ArgType::I32, "filter columns in the phase"),
+            arg("w", cptr(Elem::T), "weights as the convolution takes them"),
+            arg("out", mptr(Elem::T), "packed [k][nr][ns][cgp]"),
+        ],
+        launch: Launch::GridStride,
+        doc: "Packs one phase's filter taps as [k][tap row][tap column][channel slot] for the NHWC kernels.",
+    },
+    Family {
+        pattern: "mma_tile_native_{dtype}",
+        export_macro: "RV_EXPORT_MMA_TILE_NATIVE",
+        ops: &[],
+        types: Types::Half,
+        args: MMA_TILE_ARGS,
+        launch: Launch::MmaTile,
+        doc: "One 16x16x32 product through the compiling target's MMA fragment code (the layer's own test).",
+    },
+    Family {
+        pattern: "mma_tile_emu11_{dtype}",
+        export_macro: "RV_EXPORT_MMA_TILE_EMU11",
+        ops: &[],
+        types: Types::Half,
+        args: MMA_TILE_ARGS,
+        launch: Launch::MmaTile,
+        doc: "One 16x16x32 product through the gfx11 fragment code, WMMA emulated by shuffles.",
+    },
+    Family {
+        pattern: "mma_tile_emu12_{dtype}",
+        export_macro: "RV_EXPORT_MMA_TILE_EMU12",
+        ops: &[],
+        types: Types::Half,
+        args: MMA_TILE_ARGS,
+        launch: Launch::MmaTile,
+        doc: "One 16x16x32 product through the gfx12 fragment code, WMMA emulated by shuffles.",
+    },
+];
+
+const MMA_TILE_ARGS: &[Arg] = &[
+    arg("a", cptr(Elem::T), "A [16][32] row-major"),
+    arg("b", cptr(Elem::T), "B as [16 n][32 k] row-major (K contiguous)"),
+    arg("c", cptr(Elem::F32), "C [16][16] f32"),
+    arg("d", mptr(Elem::F32), "D = C + A * B, [16][16] f32"),
+];
+
 /// Every kernel module.
-pub static MODULES: [Module; 8] = [
+pub static MODULES: [Module; 9] = [
     Module {
         name: "elementwise",
         file: "elementwise.hip",
@@ -942,6 +1214,7 @@ pub static MODULES: [Module; 8] = [
     Module { name: "norm", file: "norm.hip", source: include_str!("norm.hip"), families: NORM },
     Module { name: "conv", file: "conv.hip", source: include_str!("conv.hip"), families: CONV },
     Module { name: "igemm", file: "igemm.hip", source: include_str!("igemm.hip"), families: IGEMM },
+    Module { name: "igemm_mma", file: "igemm_mma.hip", source: include_str!("igemm_mma.hip"), families: IGEMM_MMA },
 ];
 
 /// Every kernel module.

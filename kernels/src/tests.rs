@@ -211,7 +211,9 @@ fn declared_name(line: &str) -> Option<String> {
         return Some(ident(rest));
     }
     if line.starts_with("typedef ") {
-        let decl = line.trim_end().trim_end_matches(';');
+        // `typedef T name __attribute__((...));` (clang vector types) names `name`.
+        let decl = line.split(" __attribute__").next().unwrap_or(line);
+        let decl = decl.trim_end().trim_end_matches(';');
         return decl.rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next().map(String::from);
     }
     let mut l = line;
@@ -222,6 +224,11 @@ fn declared_name(line: &str) -> Option<String> {
         }
     }
     if let Some(rest) = l.strip_prefix("struct ") {
+        // `struct alignas(16) name {`
+        let rest = match rest.strip_prefix("alignas(") {
+            Some(r) => r[r.find(')')? + 1..].trim_start(),
+            None => rest,
+        };
         return Some(ident(rest));
     }
     if l.starts_with("RV_DEVICE ") || l.starts_with("__device__ ") || l.starts_with("static __device__ ") {
@@ -255,6 +262,7 @@ fn nothing_outside_our_prefix_is_defined() {
     assert!(checked > 100, "the declaration scan found only {checked} names");
     assert_eq!(declared_name("#define __shfl_xor_sync(a) a").as_deref(), Some("__shfl_xor_sync"));
     assert_eq!(declared_name("typedef __half half;").as_deref(), Some("half"));
+    assert_eq!(declared_name("typedef float v8 __attribute__((ext_vector_type(8)));").as_deref(), Some("v8"));
     assert_eq!(declared_name("RV_DEVICE float atomicAdd(float* p, float v) {").as_deref(), Some("atomicAdd"));
     assert_eq!(declared_name("static __device__ __noinline__ double erf(double x) {").as_deref(), Some("erf"));
 }
@@ -339,4 +347,78 @@ fn igemm_grid_covers_the_problem() {
     // Grouped, ragged: 3 groups of 5 output channels, 10x10 output.
     let g = Conv2dParams { n: 2, c: 6, k: 15, p: 10, q: 10, groups: 3, ..p };
     assert_eq!(IGEMM_CONFIGS[2].grid(&g), (2, 1, 3));
+}
+
+#[test]
+fn igemm_nhwc_instantiations_match_their_configs() {
+    let m = module_of("igemm_mma_128x128_2x4_f16").unwrap();
+    assert_eq!(m.name, "igemm_mma");
+    let tables: [(&str, &[IgemmNhwcConfig]); 4] = [
+        ("RV_EXPORT_IGEMM_MMA", &IGEMM_MMA_CONFIGS),
+        ("RV_EXPORT_IGEMM_EMU11", &IGEMM_EMU_CONFIGS),
+        ("RV_EXPORT_IGEMM_EMU12", &IGEMM_EMU_CONFIGS),
+        ("RV_EXPORT_IGEMM_SIMT", &IGEMM_SIMT_CONFIGS),
+    ];
+    let mut count = 0;
+    for (mac, sym, args) in export_lines(m.source) {
+        let Some((_, table)) = tables.iter().find(|(t, _)| *t == mac) else { continue };
+        let cfg =
+            table.iter().find(|c| sym.contains(&format!("_{}_", c.name))).unwrap_or_else(|| panic!("{sym}: no config"));
+        let nums: Vec<u32> = args[1..6].iter().map(|a| a.parse().unwrap()).collect();
+        assert_eq!(nums, [cfg.bm, cfg.bn, cfg.a, cfg.b, cfg.nv_stages], "{sym}");
+        assert!(cfg.threads() <= MAX_THREADS && cfg.threads() % 64 == 0, "{sym}: {} threads", cfg.threads());
+        // Both LDS pipelines (NVIDIA's stages, AMD's two) fit the 48 KiB the NVIDIA tier allows.
+        assert!(cfg.lds_bytes(cfg.nv_stages) <= 48 * 1024 && cfg.lds_bytes(2) <= 48 * 1024, "{sym}");
+        // Every thread loads whole rows of 16-byte chunks of the A tile.
+        assert_eq!((cfg.bm * 4) % cfg.threads(), 0, "{sym}");
+        match cfg.math {
+            IgemmMath::Mma => {
+                assert_eq!(cfg.bm % (16 * cfg.a), 0, "{sym}: warp tiles of whole 16x16 atoms");
+                assert_eq!(cfg.bn % (16 * cfg.b), 0, "{sym}");
+            }
+            IgemmMath::Simt => assert_eq!((cfg.bm / cfg.a) * (cfg.bn / cfg.b), 256, "{sym}"),
+        }
+        let variant = match mac.as_str() {
+            "RV_EXPORT_IGEMM_EMU11" => MmaVariant::EmulateGfx11,
+            "RV_EXPORT_IGEMM_EMU12" => MmaVariant::EmulateGfx12,
+            _ => MmaVariant::Native,
+        };
+        let dtype = if sym.ends_with("_bf16") {
+            DType::BF16
+        } else if sym.ends_with("_f16") {
+            DType::F16
+        } else {
+            DType::F32
+        };
+        assert_eq!(igemm_nhwc_entry_point(variant, cfg, dtype).as_deref(), Some(sym.as_str()));
+        count += 1;
+    }
+    assert_eq!(count, 2 * IGEMM_MMA_CONFIGS.len() + 4 * IGEMM_EMU_CONFIGS.len() + IGEMM_SIMT_CONFIGS.len());
+    // What is not instantiated has no name.
+    assert_eq!(igemm_nhwc_entry_point(MmaVariant::Native, &IGEMM_SIMT_CONFIGS[0], DType::F16), None);
+    assert_eq!(igemm_nhwc_entry_point(MmaVariant::EmulateGfx11, &IGEMM_MMA_CONFIGS[5], DType::F16), None);
+    assert_eq!(igemm_nhwc_entry_point(MmaVariant::Native, &IGEMM_MMA_CONFIGS[0], DType::F32), None);
+    assert_eq!(IGEMM_MMA_CONFIGS[0].grid(1 << 20, 512, 1, 1), (8192, 4, 1));
+    assert_eq!(IGEMM_MMA_CONFIGS[5].grid(100, 3, 3, 2), (1, 1, 6));
+    assert_eq!(IGEMM_MMA_CONFIGS[0].k_tile(2), 32);
+    assert_eq!(IGEMM_SIMT_CONFIGS[0].k_tile(4), 16);
+}
+
+#[test]
+fn the_mma_layer_cites_its_layout_sources_and_guards_each_family() {
+    // Each family's builtin or instruction appears only inside its target guard, and the
+    // documents its lane layout comes from are named.
+    for cite in ["PTX ISA", "RDNA3 ISA", "RDNA4 ISA", "MI200/MI300 ISA", "Matrix Instruction"] {
+        assert!(PRELUDE.contains(cite), "prelude MMA section does not cite {cite}");
+    }
+    let guard_of = |needle: &str| -> String {
+        let at = PRELUDE.find(needle).unwrap_or_else(|| panic!("{needle} not in the prelude"));
+        let before = &PRELUDE[..at];
+        let open = before.rfind("\n#if ").expect("an #if guard");
+        before[open + 1..].lines().next().unwrap().to_string()
+    };
+    assert!(guard_of("__builtin_amdgcn_wmma_f32_16x16x16_f16_w32(").contains("__GFX11__"));
+    assert!(guard_of("__builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(").contains("__GFX12__"));
+    assert!(guard_of("__builtin_amdgcn_mfma_f32_16x16x16f16(").contains("__gfx942__"));
+    assert!(guard_of("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32").contains("__CUDA_ARCH__"));
 }

@@ -72,7 +72,9 @@ impl Drop for Descriptors<'_> {
 /// symmetric padding, and no output padding for transposed convolutions.
 pub fn supports(p: &ConvProblem) -> bool {
     let g = &p.geometry;
-    g.pad_begin == g.pad_end && g.output_padding == [0, 0] && matches!(p.dtype, ConvDType::F32 | ConvDType::F16 | ConvDType::BF16)
+    g.pad_begin == g.pad_end
+        && g.output_padding == [0, 0]
+        && matches!(p.dtype, ConvDType::F32 | ConvDType::F16 | ConvDType::BF16)
 }
 
 impl Miopen {
@@ -80,7 +82,9 @@ impl Miopen {
         let lib = mi::MIOpen::load().map_err(|e| RocmError::op("miopen", e.to_string()))?;
         dev.activate()?;
         let mut handle: mi::miopenHandle_t = std::ptr::null_mut();
-        let st = unsafe { (lib.fns().miopenCreateWithStream)(&mut handle, dev.stream().raw() as mi::miopenAcceleratorQueue_t) };
+        let st = unsafe {
+            (lib.fns().miopenCreateWithStream)(&mut handle, dev.stream().raw() as mi::miopenAcceleratorQueue_t)
+        };
         if st != mi::miopenStatusSuccess {
             return Err(mi_err(&lib, "miopenCreateWithStream", st));
         }
@@ -116,7 +120,13 @@ impl Miopen {
             ConvDType::F16 => mi::miopenHalf,
             ConvDType::BF16 => mi::miopenBFloat16,
         };
-        let mut d = Descriptors { lib: &self.lib, x: std::ptr::null_mut(), w: std::ptr::null_mut(), y: std::ptr::null_mut(), conv: std::ptr::null_mut() };
+        let mut d = Descriptors {
+            lib: &self.lib,
+            x: std::ptr::null_mut(),
+            w: std::ptr::null_mut(),
+            y: std::ptr::null_mut(),
+            conv: std::ptr::null_mut(),
+        };
         let ok = |call: &str, st| if st == mi::miopenStatusSuccess { Ok(()) } else { Err(mi_err(&self.lib, call, st)) };
         unsafe {
             ok("miopenCreateTensorDescriptor", (f.miopenCreateTensorDescriptor)(&mut d.x))?;
@@ -127,20 +137,41 @@ impl Miopen {
             let [r, s] = g.kernel;
             let [pp, qq] = g.out_hw();
             let i = |v: usize| v as i32;
-            ok("miopenSet4dTensorDescriptor(x)", (f.miopenSet4dTensorDescriptor)(d.x, ty, i(g.batch), i(g.in_channels), i(h), i(w)))?;
+            ok(
+                "miopenSet4dTensorDescriptor(x)",
+                (f.miopenSet4dTensorDescriptor)(d.x, ty, i(g.batch), i(g.in_channels), i(h), i(w)),
+            )?;
             let wd = g.weight_dims();
-            ok("miopenSet4dTensorDescriptor(w)", (f.miopenSet4dTensorDescriptor)(d.w, ty, i(wd[0]), i(wd[1]), i(r), i(s)))?;
-            ok("miopenSet4dTensorDescriptor(y)", (f.miopenSet4dTensorDescriptor)(d.y, ty, i(g.batch), i(g.out_channels), i(pp), i(qq)))?;
+            ok(
+                "miopenSet4dTensorDescriptor(w)",
+                (f.miopenSet4dTensorDescriptor)(d.w, ty, i(wd[0]), i(wd[1]), i(r), i(s)),
+            )?;
+            ok(
+                "miopenSet4dTensorDescriptor(y)",
+                (f.miopenSet4dTensorDescriptor)(d.y, ty, i(g.batch), i(g.out_channels), i(pp), i(qq)),
+            )?;
             let mode = if g.kind == ConvKind::Transposed { mi::miopenTranspose } else { mi::miopenConvolution };
             ok(
                 "miopenInitConvolutionDescriptor",
-                (f.miopenInitConvolutionDescriptor)(d.conv, mode, i(g.pad_begin[0]), i(g.pad_begin[1]), i(g.stride[0]), i(g.stride[1]), i(g.dilation[0]), i(g.dilation[1])),
+                (f.miopenInitConvolutionDescriptor)(
+                    d.conv,
+                    mode,
+                    i(g.pad_begin[0]),
+                    i(g.pad_begin[1]),
+                    i(g.stride[0]),
+                    i(g.stride[1]),
+                    i(g.dilation[0]),
+                    i(g.dilation[1]),
+                ),
             )?;
             ok("miopenSetConvolutionGroupCount", (f.miopenSetConvolutionGroupCount)(d.conv, i(g.groups)))?;
             // MIOpen's own idea of the output must be ours, or the problem is not one
             // MIOpen can run as described.
             let (mut n, mut c, mut oh, mut ow) = (0, 0, 0, 0);
-            ok("miopenGetConvolutionForwardOutputDim", (f.miopenGetConvolutionForwardOutputDim)(d.conv, d.x, d.w, &mut n, &mut c, &mut oh, &mut ow))?;
+            ok(
+                "miopenGetConvolutionForwardOutputDim",
+                (f.miopenGetConvolutionForwardOutputDim)(d.conv, d.x, d.w, &mut n, &mut c, &mut oh, &mut ow),
+            )?;
             if [n, c, oh, ow] != [i(g.batch), i(g.out_channels), i(pp), i(qq)] {
                 return Err(RocmError::op("miopen", format!("MIOpen computes output [{n}, {c}, {oh}, {ow}] for {p}")));
             }
@@ -167,7 +198,11 @@ impl Miopen {
                 .lines()
                 .map(|l| {
                     let v: Vec<&str> = l.split_whitespace().collect();
-                    Some(Solution { id: v.first()?.parse().ok()?, workspace_bytes: v.get(1)?.parse().ok()?, time_ms: v.get(2)?.parse().ok()? })
+                    Some(Solution {
+                        id: v.first()?.parse().ok()?,
+                        workspace_bytes: v.get(1)?.parse().ok()?,
+                        time_ms: v.get(2)?.parse().ok()?,
+                    })
                 })
                 .collect();
             match parsed {
@@ -175,29 +210,49 @@ impl Miopen {
                     self.solutions.lock().expect("miopen poisoned").insert(*p, s.clone());
                     return Ok(s);
                 }
-                _ => tracing::warn!(target: "rocm_backend::miopen", path = %path.display(), "unreadable MIOpen solution cache entry; querying again"),
+                _ => {
+                    tracing::warn!(target: "rocm_backend::miopen", path = %path.display(), "unreadable MIOpen solution cache entry; querying again")
+                }
             }
         }
         let d = self.descriptors(p)?;
         let f = self.lib.fns();
         let mut count = 0usize;
-        let st = unsafe { (f.miopenConvolutionForwardGetSolutionCount)(self.handle, d.w, d.x, d.conv, d.y, &mut count) };
+        let st =
+            unsafe { (f.miopenConvolutionForwardGetSolutionCount)(self.handle, d.w, d.x, d.conv, d.y, &mut count) };
         if st != mi::miopenStatusSuccess {
             return Err(mi_err(&self.lib, "miopenConvolutionForwardGetSolutionCount", st));
         }
-        let mut raw = vec![mi::miopenConvSolution_t { time: 0.0, workspace_size: 0, solution_id: 0, algorithm: 0 }; count.max(1)];
+        let mut raw =
+            vec![mi::miopenConvSolution_t { time: 0.0, workspace_size: 0, solution_id: 0, algorithm: 0 }; count.max(1)];
         let mut got = 0usize;
-        let st = unsafe { (f.miopenConvolutionForwardGetSolution)(self.handle, d.w, d.x, d.conv, d.y, raw.len(), &mut got, raw.as_mut_ptr()) };
+        let st = unsafe {
+            (f.miopenConvolutionForwardGetSolution)(
+                self.handle,
+                d.w,
+                d.x,
+                d.conv,
+                d.y,
+                raw.len(),
+                &mut got,
+                raw.as_mut_ptr(),
+            )
+        };
         if st != mi::miopenStatusSuccess {
             return Err(mi_err(&self.lib, "miopenConvolutionForwardGetSolution", st));
         }
-        let mut sols: Vec<Solution> = raw[..got.min(raw.len())].iter().map(|s| Solution { id: s.solution_id, workspace_bytes: s.workspace_size, time_ms: s.time }).collect();
+        let mut sols: Vec<Solution> = raw[..got.min(raw.len())]
+            .iter()
+            .map(|s| Solution { id: s.solution_id, workspace_bytes: s.workspace_size, time_ms: s.time })
+            .collect();
         sols.sort_by(|a, b| a.time_ms.total_cmp(&b.time_ms));
         if let Some(path) = self.cache_file(p) {
             let text: String = sols.iter().map(|s| format!("{} {} {}\n", s.id, s.workspace_bytes, s.time_ms)).collect();
             if let Some(dir) = path.parent() {
                 let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-                let written = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&tmp, text)).and_then(|_| std::fs::rename(&tmp, &path));
+                let written = std::fs::create_dir_all(dir)
+                    .and_then(|_| std::fs::write(&tmp, text))
+                    .and_then(|_| std::fs::rename(&tmp, &path));
                 if let Err(e) = written {
                     tracing::warn!(target: "rocm_backend::miopen", path = %path.display(), error = %e, "could not write the MIOpen solution cache");
                 }
@@ -214,13 +269,22 @@ impl Miopen {
 
     /// Runs `p` with `solution` into `y` (contiguous NCHW arrays). The workspace comes from
     /// the device's allocator, so it counts against the budget.
-    pub fn run(&self, dev: &std::sync::Arc<RocmDevice>, p: &ConvProblem, solution: &Solution, x: &DeviceArray, w: &DeviceArray, y: &DeviceArray) -> Result<()> {
+    pub fn run(
+        &self,
+        dev: &std::sync::Arc<RocmDevice>,
+        p: &ConvProblem,
+        solution: &Solution,
+        x: &DeviceArray,
+        w: &DeviceArray,
+        y: &DeviceArray,
+    ) -> Result<()> {
         let d = self.descriptors(p)?;
         let f = self.lib.fns();
         dev.activate()?;
         if self.compiled.lock().expect("miopen poisoned").insert((*p, solution.id)) {
             let t = Instant::now();
-            let st = unsafe { (f.miopenConvolutionForwardCompileSolution)(self.handle, d.w, d.x, d.conv, d.y, solution.id) };
+            let st =
+                unsafe { (f.miopenConvolutionForwardCompileSolution)(self.handle, d.w, d.x, d.conv, d.y, solution.id) };
             if st != mi::miopenStatusSuccess {
                 self.compiled.lock().expect("miopen poisoned").remove(&(*p, solution.id));
                 return Err(mi_err(&self.lib, "miopenConvolutionForwardCompileSolution", st));
@@ -229,7 +293,11 @@ impl Miopen {
             *self.compile_seconds.lock().expect("miopen poisoned") += secs;
             tracing::info!(target: "rocm_backend::miopen", problem = %p, solution = solution.id, seconds = secs, "compiled MIOpen solution (one-time cost)");
         }
-        let ws = if solution.workspace_bytes > 0 { Some(DeviceArray::alloc(dev, DType::U8, solution.workspace_bytes)?) } else { None };
+        let ws = if solution.workspace_bytes > 0 {
+            Some(DeviceArray::alloc(dev, DType::U8, solution.workspace_bytes)?)
+        } else {
+            None
+        };
         let st = unsafe {
             (f.miopenConvolutionForwardImmediate)(
                 self.handle,

@@ -29,7 +29,9 @@ fn allocator_reuses_accounts_and_enforces_the_budget() {
     alloc.set_budget(live + (16 << 20), dev.stream()).unwrap();
     let err = DeviceArray::alloc(&dev, DType::U8, 64 << 20).unwrap_err();
     match &err {
-        RocmError::OverBudget { requested, budget, .. } => assert_eq!((*requested, *budget), (64 << 20, live + (16 << 20))),
+        RocmError::OverBudget { requested, budget, .. } => {
+            assert_eq!((*requested, *budget), (64 << 20, live + (16 << 20)))
+        }
         other => panic!("expected OverBudget, got {other}"),
     }
     assert!(err.to_string().contains("67108864"), "{err}");

@@ -7,7 +7,7 @@ mod common;
 
 use candle_core::DType;
 use conv_engine::reference::conv_f64;
-use conv_engine::{Algorithm, Budget, Conv2dParams, ConvProblem, Padding2d};
+use conv_engine::{Algorithm, Conv2dParams, ConvProblem, Padding2d};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rocm_backend::{DeviceArray, RocmConv, RocmDevice};
 use std::sync::Arc;
@@ -56,7 +56,12 @@ fn random_problem(rng: &mut StdRng, i: usize) -> ConvProblem {
         let (h, w) = (rng.random_range(1..40), rng.random_range(1..40));
         let mut kern = [rng.random_range(1..6), rng.random_range(1..6)];
         let mut stride = [rng.random_range(1..4), rng.random_range(1..4)];
-        let mut pad = Padding2d::tblr(rng.random_range(0..3), rng.random_range(0..3), rng.random_range(0..3), rng.random_range(0..3));
+        let mut pad = Padding2d::tblr(
+            rng.random_range(0..3),
+            rng.random_range(0..3),
+            rng.random_range(0..3),
+            rng.random_range(0..3),
+        );
         let transposed = i % 3 == 2;
         if i % 5 == 0 {
             kern = [1, 1];
@@ -64,7 +69,11 @@ fn random_problem(rng: &mut StdRng, i: usize) -> ConvProblem {
             pad = Padding2d::default();
         }
         let dil = [rng.random_range(1..3), rng.random_range(1..3)];
-        let op = if transposed { [rng.random_range(0..stride[0].max(dil[0])), rng.random_range(0..stride[1].max(dil[1]))] } else { [0, 0] };
+        let op = if transposed {
+            [rng.random_range(0..stride[0].max(dil[0])), rng.random_range(0..stride[1].max(dil[1]))]
+        } else {
+            [0, 0]
+        };
         let params = Conv2dParams { stride, padding: pad, dilation: dil, groups: g, output_padding: op };
         let p = if transposed {
             ConvProblem::conv_transpose2d(&[n, c, h, w], &[c, k / g, kern[0], kern[1]], dt, dt, &params)
@@ -81,10 +90,11 @@ fn random_problem(rng: &mut StdRng, i: usize) -> ConvProblem {
 fn every_gpu_algorithm_matches_the_f64_reference() {
     let Some(dev) = common::device() else { return };
     let mut rng = StdRng::seed_from_u64(0x6e4);
-    let engines: Vec<(Algorithm, RocmConv)> = [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct]
-        .into_iter()
-        .map(|a| (a, RocmConv::new(dev.clone()).with_allowed(&[a])))
-        .collect();
+    let engines: Vec<(Algorithm, RocmConv)> =
+        [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct]
+            .into_iter()
+            .map(|a| (a, RocmConv::new(dev.clone()).with_allowed(&[a])))
+            .collect();
     let mut runs = std::collections::BTreeMap::<String, usize>::new();
     for i in 0..240 {
         let p = random_problem(&mut rng, i);
@@ -104,7 +114,8 @@ fn every_gpu_algorithm_matches_the_f64_reference() {
                 Ok(plan) => plan,
                 Err(_) => continue, // the algorithm does not support this problem
             };
-            let out = rocm_backend::conv::run_plan(&dev, &plan, &x, &w, Some(&b)).unwrap_or_else(|e| panic!("{alg} on {p}: {e}"));
+            let out = rocm_backend::conv::run_plan(&dev, &plan, &x, &w, Some(&b))
+                .unwrap_or_else(|e| panic!("{alg} on {p}: {e}"));
             let got = download(&out);
             for (j, (o, r)) in got.iter().zip(&want).enumerate() {
                 assert!((o - r).abs() <= tol, "{alg} on {p}: element {j}: {o} vs {r}");
@@ -113,7 +124,15 @@ fn every_gpu_algorithm_matches_the_f64_reference() {
         }
     }
     println!("GPU conv runs: {runs:?}");
-    for key in ["ImplicitGemm F32", "ImplicitGemm F16", "ImplicitGemm BF16", "Im2colGemm F32", "Im2colGemm BF16", "Gemm1x1 F32", "Direct F32"] {
+    for key in [
+        "ImplicitGemm F32",
+        "ImplicitGemm F16",
+        "ImplicitGemm BF16",
+        "Im2colGemm F32",
+        "Im2colGemm BF16",
+        "Gemm1x1 F32",
+        "Direct F32",
+    ] {
         assert!(runs.get(key).copied().unwrap_or(0) >= 5, "{key} ran {:?} times", runs.get(key));
     }
 }
@@ -126,7 +145,9 @@ fn budget_holds_on_a_1024_square_256_channel_conv() {
     let alloc = dev.allocator();
     alloc.trim(dev.stream()).unwrap();
     let dt = DType::F16;
-    let p = ConvProblem::conv2d(&[1, 256, 1024, 1024], &[256, 256, 3, 3], dt, dt, &Conv2dParams::default().with_padding(1)).unwrap();
+    let p =
+        ConvProblem::conv2d(&[1, 256, 1024, 1024], &[256, 256, 3, 3], dt, dt, &Conv2dParams::default().with_padding(1))
+            .unwrap();
     let mut rng = StdRng::seed_from_u64(5);
     let xv: Vec<f64> = (0..p.geometry.input_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
     let wv: Vec<f64> = (0..p.geometry.weight_len()).map(|_| rng.random_range(-0.05..0.05)).collect();

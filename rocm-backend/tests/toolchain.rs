@@ -20,7 +20,10 @@ fn missing_runtime_or_device_is_a_clear_error() {
             eprintln!("SKIPPED the device checks: {msg}");
         }
         Ok(rt) => {
-            println!("HIP runtime {} ({}), hiprtc {}.{}, {} device(s)", rt.runtime_version, rt.library, rt.hiprtc_version.0, rt.hiprtc_version.1, rt.device_count);
+            println!(
+                "HIP runtime {} ({}), hiprtc {}.{}, {} device(s)",
+                rt.runtime_version, rt.library, rt.hiprtc_version.0, rt.hiprtc_version.1, rt.device_count
+            );
             if rt.device_count == 0 {
                 let e = RocmDevice::open(0).unwrap_err();
                 assert!(matches!(e, RocmError::NoDevice { .. }), "{e}");
@@ -37,7 +40,8 @@ fn hiprtc_compiles_every_kernel_module_for_rdna3_and_rdna4() {
         eprintln!("SKIPPED (needs the ROCm toolchain chroot): {e}");
         return;
     }
-    let archs: &[&str] = if std::env::var("ROCM_VISION_HIPRTC_ARCHS").is_ok() { &["gfx1100"] } else { &["gfx1100", "gfx1201"] };
+    let archs: &[&str] =
+        if std::env::var("ROCM_VISION_HIPRTC_ARCHS").is_ok() { &["gfx1100"] } else { &["gfx1100", "gfx1201"] };
     for arch in archs {
         for m in kernels::modules() {
             let t = std::time::Instant::now();
@@ -45,9 +49,19 @@ fn hiprtc_compiles_every_kernel_module_for_rdna3_and_rdna4() {
             assert!(code.len() > 1000, "{}: {} bytes for {arch}", m.name, code.len());
             // Every entry point's symbol name is in the code object's symbol table.
             for entry in m.entry_points() {
-                assert!(code.windows(entry.len()).any(|w| w == entry.as_bytes()), "{} for {arch}: {entry} missing", m.name);
+                assert!(
+                    code.windows(entry.len()).any(|w| w == entry.as_bytes()),
+                    "{} for {arch}: {entry} missing",
+                    m.name
+                );
             }
-            println!("{arch} {:<12} {:>8} bytes, {} entry points, {:.1} s", m.name, code.len(), m.entry_points().len(), t.elapsed().as_secs_f64());
+            println!(
+                "{arch} {:<12} {:>8} bytes, {} entry points, {:.1} s",
+                m.name,
+                code.len(),
+                m.entry_points().len(),
+                t.elapsed().as_secs_f64()
+            );
         }
     }
 }
@@ -58,7 +72,12 @@ fn a_compile_error_returns_the_hiprtc_log() {
         eprintln!("SKIPPED (needs the ROCm toolchain chroot)");
         return;
     }
-    let broken = kernels::Module { name: "broken", file: "broken.hip", source: "#include \"prelude.h\"\nRV_KERNEL void k() { undeclared_thing(); }\n", families: &[] };
+    let broken = kernels::Module {
+        name: "broken",
+        file: "broken.hip",
+        source: "#include \"prelude.h\"\nRV_KERNEL void k() { undeclared_thing(); }\n",
+        families: &[],
+    };
     match jit::compile(&broken, "gfx1100") {
         Err(RocmError::Compile { log, .. }) => assert!(log.contains("undeclared_thing"), "log: {log}"),
         other => panic!("expected a compile error, got {:?}", other.map(|c| c.len())),
