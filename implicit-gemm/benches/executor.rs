@@ -38,7 +38,7 @@ fn main() {
         let x: Vec<f32> = (0..g.input_len()).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect();
         let w: Vec<f32> = (0..g.weight_len()).map(|i| ((i * 104729) % 1000) as f32 * 1e-3 - 0.5).collect();
         let mut out = vec![0f32; g.output_len()];
-        let tiling = std::env::var("TILING").ok().map(|v| {
+        let tiling = std::env::var("TILING").ok().filter(|v| !v.is_empty()).map(|v| {
             let n: Vec<usize> = v.split(',').map(|x| x.parse().unwrap()).collect();
             implicit_gemm::cpu::CpuTiling { kc: n[0], nc: n[1], mc: n[2] }
         });

@@ -5,7 +5,7 @@
 //! candle 0.11.1's CPU implementation (`cpu_backend/conv2d.rs`, `cpu_backend/mod.rs`),
 //! not a count; the budget tests check it against the allocator's real peak.
 
-use super::cpu_slice;
+use super::{cpu_slice, output_buffer};
 use crate::dispatch::{Chunk, Plan};
 use crate::error::ConvError;
 use crate::problem::{ConvDType, ConvProblem, Rank};
@@ -145,8 +145,7 @@ pub(super) fn run<T: Element + WithDType>(
     let problem = &plan.problem;
     let g = &problem.geometry;
     let [p, q] = g.out_hw();
-    // Poisoned: an element no chunk writes stays NaN and fails every comparison.
-    let mut out = vec![T::from_f32(f32::NAN); g.output_len()];
+    let mut out = output_buffer::<T>(g.output_len());
     let bias = bias.map(|b| b.to_vec1::<T>()).transpose()?;
     for chunk in plan.chunks() {
         let x = input.narrow(0, chunk.batch.start, chunk.batch.len())?;

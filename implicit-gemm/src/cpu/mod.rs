@@ -36,11 +36,15 @@ pub struct CpuTiling {
 impl CpuTiling {
     /// BLIS-style blocking for a Zen/Skylake-class core (32 KiB L1, ≥ 512 KiB L2): a
     /// `kc × 16` packed panel (16 KiB) stays in L1 while the `mc × kc` weights block
-    /// (≤ 144 KiB) and the `kc × nc` packed block (≤ 256 KiB) share L2.
+    /// (≤ 144 KiB) and the `kc × nc` packed block (≤ 128 KiB) share L2.
     pub fn for_gemm(m: usize, k: usize, n: usize) -> Self {
         let m_pad = m.div_ceil(MR) * MR;
         let kc = 256.min(k.max(1));
-        let nc = n.div_ceil(NR).clamp(1, 256 / NR) * NR;
+        // 128 columns: with mc = 144 and kc = 256 the weights block (144 KiB), the packed
+        // block (128 KiB) and the C rows of one mc pass (72 KiB) all stay in a 512 KiB L2.
+        // Measured on Zen 3 (docs/measurements/2026-12-02-cpu-conv.md): 256 columns lose
+        // 5-20% on every VAE shape.
+        let nc = n.div_ceil(NR).clamp(1, 128 / NR) * NR;
         let mc = m_pad.min(144);
         CpuTiling { kc, nc, mc }
     }
@@ -241,10 +245,12 @@ impl CpuConvPlan {
             for (ph, &off) in self.phases.iter().zip(&self.a_offsets) {
                 let kdim = cg * ph.taps.len();
                 let dst = &mut group_pack[off..off + self.m_pad * kdim];
-                for (panel, panel_dst) in dst.chunks_exact_mut((kdim * MR).max(1)).enumerate() {
-                    if kdim == 0 {
-                        break;
-                    }
+                if kdim == 0 {
+                    continue;
+                }
+                // Panels are independent: pack them on the worker threads (a 512x512x3x3
+                // weight is 2.4M values, tens of milliseconds on one core).
+                let pack_panel = |(panel, panel_dst): (usize, &mut [f32])| {
                     for c in 0..cg {
                         for (t, tap) in ph.taps.iter().enumerate() {
                             let kk = c * ph.taps.len() + t;
@@ -263,6 +269,12 @@ impl CpuConvPlan {
                             }
                         }
                     }
+                };
+                if self.workers > 1 {
+                    use rayon::prelude::*;
+                    dst.par_chunks_exact_mut(kdim * MR).enumerate().for_each(pack_panel);
+                } else {
+                    dst.chunks_exact_mut(kdim * MR).enumerate().for_each(pack_panel);
                 }
             }
         }
