@@ -53,6 +53,9 @@ fn close(what: &str, gpu_out: &Tensor, cpu_out: &Tensor) {
     }
 }
 
+/// A way of viewing a tensor (transposed, narrowed, ...) applied to both devices' copies.
+type TensorView = Box<dyn Fn(&Tensor) -> Tensor>;
+
 #[test]
 fn every_op_matches_the_cpu() {
     let Some(g) = gpu() else { return };
@@ -63,7 +66,7 @@ fn every_op_matches_the_cpu() {
         let (yc, yg) = rand_pair(&mut rng, &[2, 6, 9, 7], dt, &g);
         let (bc, bg) = rand_pair(&mut rng, &[6, 1, 1], dt, &g);
         // Views: transposed, narrowed (offset), broadcast.
-        let views: [(&str, Box<dyn Fn(&Tensor) -> Tensor>); 3] = [
+        let views: [(&str, TensorView); 3] = [
             ("contiguous", Box::new(|t: &Tensor| t.clone())),
             ("transposed", Box::new(|t: &Tensor| t.transpose(2, 3).unwrap())),
             ("narrowed", Box::new(|t: &Tensor| t.narrow(3, 2, 4).unwrap())),
@@ -183,7 +186,10 @@ fn every_op_matches_the_cpu() {
         );
         // In place: a residual add into a fresh buffer, and a slice written into a larger tensor.
         close("add_assign", &xg.affine(1.0, 0.0).unwrap().add_assign(&yg).unwrap(), &xc.add(&yc).unwrap());
-        let (zg, zc) = (Tensor::zeros(&[2, 6, 20, 7], dt, &g).unwrap(), Tensor::zeros(&[2, 6, 20, 7], dt, &Device::cpu()).unwrap());
+        let (zg, zc) = (
+            Tensor::zeros(&[2, 6, 20, 7], dt, &g).unwrap(),
+            Tensor::zeros(&[2, 6, 20, 7], dt, &Device::cpu()).unwrap(),
+        );
         zg.slice_set(&xg, 2, 5).unwrap();
         zc.slice_set(&xc, 2, 5).unwrap();
         close("slice_set", &zg, &zc);
