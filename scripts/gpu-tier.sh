@@ -7,7 +7,10 @@
 #      ROCM_VISION_REQUIRE_GPU=1 so that a missing device fails instead of skipping;
 #   3. runs the GPU conv benchmark and, in the same call, cuDNN through PyTorch;
 #   4. writes $OUT/{machine.txt, hoc-test.log, tests.log, ours.jsonl, cudnn.jsonl, gpu-tier.md}.
-# GPU_TIER_TESTS_ONLY=1 stops after the tests.
+# GPU_TIER_TESTS_ONLY=1 stops after the tests; GPU_TIER_TESTS='test-gpu_igemm ...' runs only
+# those test binaries. The cuDNN anchor runs in two parts so that a short call still gets
+# the half-precision anchors: CUDNN_ARGS (default: every dtype and layout) before our
+# bench, then CUDNN_LATE_ARGS (default: none) after it, each with its own timeout.
 # Device tool call:
 #   run(command="scripts/gpu-tier.sh", carry=[".device-carry"], kind="nvidia-h200", timeout_s=600)
 set -uo pipefail
@@ -28,6 +31,7 @@ echo "== GPU-tier tests"
 : >"$out/tests.log"
 for t in .device-carry/bin/test-*; do
     [[ -x $t ]] || continue
+    if [[ -n ${GPU_TIER_TESTS:-} && " $GPU_TIER_TESTS " != *" $(basename "$t") "* ]]; then continue; fi
     echo "---- $t" | tee -a "$out/tests.log"
     if ! "$t" --test-threads=1 >>"$out/tests.log" 2>&1; then
         status=1
@@ -43,9 +47,14 @@ fi
 echo "== cuDNN (PyTorch), then the GPU conv benchmark (ours)"
 # cuDNN first: its time is fixed and known; ours gets what is left of the call (its JSON
 # lines are written as they are measured, so a timeout keeps what was measured).
-timeout 120 python3 benches/anchors/cudnn_conv.py --reps 10 >"$out/cudnn.jsonl" 2>>"$out/tests.log" || status=1
+# shellcheck disable=SC2086
+timeout "${CUDNN_SECONDS:-120}" python3 benches/anchors/cudnn_conv.py --reps 10 ${CUDNN_ARGS:-} >"$out/cudnn.jsonl" 2>>"$out/tests.log" || status=1
 if [[ -x .device-carry/bin/bench-gpu_conv ]]; then
     timeout "${GPU_TIER_BENCH_SECONDS:-260}" .device-carry/bin/bench-gpu_conv --reps 5 >"$out/ours.jsonl" 2>>"$out/tests.log" || status=1
+fi
+if [[ -n ${CUDNN_LATE_ARGS:-} ]]; then
+    # shellcheck disable=SC2086
+    timeout "${CUDNN_LATE_SECONDS:-120}" python3 benches/anchors/cudnn_conv.py --reps 10 $CUDNN_LATE_ARGS >>"$out/cudnn.jsonl" 2>>"$out/tests.log" || status=1
 fi
 python3 scripts/gpu-tier-report.py "$out" >"$out/gpu-tier.md" || status=1
 cat "$out/gpu-tier.md"

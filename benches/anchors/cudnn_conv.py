@@ -30,6 +30,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--dtypes", default="F16,BF16,F32", help="comma-separated subset of F16,BF16,F32")
+    ap.add_argument("--layouts", default="NCHW,NHWC", help="comma-separated subset of NCHW,NHWC")
     a = ap.parse_args()
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
@@ -38,7 +40,9 @@ def main():
     print(f"cudnn_conv: {torch.cuda.get_device_name()} torch {torch.__version__} cudnn {torch.backends.cudnn.version()}", file=sys.stderr)
     for name, c, k, r, hw in SHAPES[: 2 if a.quick else None]:
         for dt_name, dt in [("F16", torch.float16), ("BF16", torch.bfloat16), ("F32", torch.float32)]:
-            for layout in ["NCHW", "NHWC"]:
+            if dt_name not in a.dtypes.split(","):
+                continue
+            for layout in a.layouts.split(","):
                 x = torch.randn(1, c, hw, hw, device=dev, dtype=dt)
                 w = torch.randn(k, c, r, r, device=dev, dtype=dt) * 0.1
                 if layout == "NHWC":

@@ -527,6 +527,19 @@ struct rv_igemm_nhwc {
         RV_IG_ARGS_PACK                                                                                               \
         rv_igemm_nhwc<T, BM, BN, STAGES, rv_ig_mma<T, BM, BN, WM, WN, rv_mma_native<T>>>::run(a, in, w, bias, res, partial, out); \
     }
+// The NVIDIA-only configurations (kernels::IgemmNhwcConfig::nvidia_only) trap elsewhere.
+#if defined(RV_MMA_HAVE_NV)
+#define RV_IG_NVIDIA_ONLY(...) __VA_ARGS__
+#else
+#define RV_IG_NVIDIA_ONLY(...) __builtin_trap()
+#endif
+#define RV_EXPORT_IGEMM_MMA_NV(NAME, T, BM, BN, WM, WN, STAGES)                                                       \
+    RV_KERNEL void __launch_bounds__(WM * WN * 32)                                                                    \
+        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_i32 act, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
+             const T* in, const T* w, const T* bias, const T* res, float* partial, T* out) {                         \
+        RV_IG_ARGS_PACK                                                                                               \
+        RV_IG_NVIDIA_ONLY(rv_igemm_nhwc<T, BM, BN, STAGES, rv_ig_mma<T, BM, BN, WM, WN, rv_mma_native<T>>>::run(a, in, w, bias, res, partial, out)); \
+    }
 #define RV_EXPORT_IGEMM_EMU11(NAME, T, BM, BN, WM, WN, STAGES)                                                        \
     RV_KERNEL void __launch_bounds__(WM * WN * 32)                                                                    \
         NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_i32 act, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
@@ -709,6 +722,12 @@ RV_EXPORT_IGEMM_MMA(igemm_mma_128x32_4x1_f16, rv_half, 128, 32, 4, 1, 4)
 RV_EXPORT_IGEMM_MMA(igemm_mma_128x32_4x1_bf16, rv_bf16, 128, 32, 4, 1, 4)
 RV_EXPORT_IGEMM_MMA(igemm_mma_128x16_4x1_f16, rv_half, 128, 16, 4, 1, 4)
 RV_EXPORT_IGEMM_MMA(igemm_mma_128x16_4x1_bf16, rv_bf16, 128, 16, 4, 1, 4)
+RV_EXPORT_IGEMM_MMA_NV(igemm_mma_128x128_2x2_f16, rv_half, 128, 128, 2, 2, 3)
+RV_EXPORT_IGEMM_MMA_NV(igemm_mma_128x128_2x2_bf16, rv_bf16, 128, 128, 2, 2, 3)
+RV_EXPORT_IGEMM_MMA_NV(igemm_mma_128x256_2x4_f16, rv_half, 128, 256, 2, 4, 2)
+RV_EXPORT_IGEMM_MMA_NV(igemm_mma_128x256_2x4_bf16, rv_bf16, 128, 256, 2, 4, 2)
+RV_EXPORT_IGEMM_MMA_NV(igemm_mma_256x128_4x2_f16, rv_half, 256, 128, 4, 2, 2)
+RV_EXPORT_IGEMM_MMA_NV(igemm_mma_256x128_4x2_bf16, rv_bf16, 256, 128, 4, 2, 2)
 RV_EXPORT_IGEMM_EMU11(igemm_emu11_128x128_2x4_f16, rv_half, 128, 128, 2, 4, 3)
 RV_EXPORT_IGEMM_EMU11(igemm_emu11_128x128_2x4_bf16, rv_bf16, 128, 128, 2, 4, 3)
 RV_EXPORT_IGEMM_EMU11(igemm_emu11_64x64_2x2_f16, rv_half, 64, 64, 2, 2, 4)

@@ -421,6 +421,10 @@ pub struct IgemmNhwcConfig {
     pub b: u32,
     /// LDS pipeline stages on NVIDIA (cp.async); AMD targets always use 2.
     pub nv_stages: u32,
+    /// Instantiated for NVIDIA only (the GPU tier's own tile family); on AMD targets the
+    /// entry point exists but traps, and the host never dispatches it there. These are the
+    /// 64x64 warp tiles, whose RDNA3 fragments (replicated, 8 VGPRs each) would spill.
+    pub nvidia_only: bool,
 }
 
 impl IgemmNhwcConfig {
@@ -447,20 +451,28 @@ impl IgemmNhwcConfig {
 }
 
 const fn mma_cfg(name: &'static str, bm: u32, bn: u32, a: u32, b: u32, nv_stages: u32) -> IgemmNhwcConfig {
-    IgemmNhwcConfig { name, math: IgemmMath::Mma, bm, bn, a, b, nv_stages }
+    IgemmNhwcConfig { name, math: IgemmMath::Mma, bm, bn, a, b, nv_stages, nvidia_only: false }
+}
+const fn mma_cfg_nv(name: &'static str, bm: u32, bn: u32, a: u32, b: u32, nv_stages: u32) -> IgemmNhwcConfig {
+    IgemmNhwcConfig { name, math: IgemmMath::Mma, bm, bn, a, b, nv_stages, nvidia_only: true }
 }
 const fn simt_cfg(name: &'static str, bm: u32, bn: u32, a: u32, b: u32, nv_stages: u32) -> IgemmNhwcConfig {
-    IgemmNhwcConfig { name, math: IgemmMath::Simt, bm, bn, a, b, nv_stages }
+    IgemmNhwcConfig { name, math: IgemmMath::Simt, bm, bn, a, b, nv_stages, nvidia_only: false }
 }
 
 /// The matrix-core configurations (`igemm_mma_<name>_{f16,bf16}`).
-pub const IGEMM_MMA_CONFIGS: [IgemmNhwcConfig; 6] = [
+pub const IGEMM_MMA_CONFIGS: [IgemmNhwcConfig; 9] = [
     mma_cfg("128x128_2x4", 128, 128, 2, 4, 3),
     mma_cfg("128x64_2x2", 128, 64, 2, 2, 4),
     mma_cfg("64x128_2x2", 64, 128, 2, 2, 4),
     mma_cfg("64x64_2x2", 64, 64, 2, 2, 4),
     mma_cfg("128x32_4x1", 128, 32, 4, 1, 4),
     mma_cfg("128x16_4x1", 128, 16, 4, 1, 4),
+    // 64x64 warp tiles: half the LDS fragment loads per MMA of the 64x32 ones, and (for the
+    // 8-warp blocks) half the L2 traffic per FLOP of a 128x128 block.
+    mma_cfg_nv("128x128_2x2", 128, 128, 2, 2, 3),
+    mma_cfg_nv("128x256_2x4", 128, 256, 2, 4, 2),
+    mma_cfg_nv("256x128_4x2", 256, 128, 4, 2, 2),
 ];
 
 /// The configurations instantiated with the gfx11 and gfx12 WMMA emulation
@@ -1048,6 +1060,7 @@ const IGEMM: &[Family] = &[
 ];
 
 const IGEMM_MMA_NAMES: &[&str] = &["128x128_2x4", "128x64_2x2", "64x128_2x2", "64x64_2x2", "128x32_4x1", "128x16_4x1"];
+const IGEMM_MMA_NV_NAMES: &[&str] = &["128x128_2x2", "128x256_2x4", "256x128_4x2"];
 const IGEMM_EMU_NAMES: &[&str] = &["128x128_2x4", "64x64_2x2"];
 const IGEMM_SIMT_NAMES: &[&str] = &["128x128_8x8", "128x64_8x4", "64x64_4x4", "128x32_4x4", "128x16_4x2"];
 
@@ -1077,6 +1090,15 @@ const IGEMM_MMA: &[Family] = &[
         args: IGEMM_NHWC_ARGS,
         launch: Launch::IgemmNhwc,
         doc: "NHWC implicit-GEMM convolution on the compiling target's matrix cores (WMMA gfx11/gfx12, MFMA CDNA, mma.sync NVIDIA), cp.async pipeline on NVIDIA, fused bias/activation/residual epilogue, split-K partials.",
+    },
+    Family {
+        pattern: "igemm_mma_{op}_{dtype}",
+        export_macro: "RV_EXPORT_IGEMM_MMA_NV",
+        ops: IGEMM_MMA_NV_NAMES,
+        types: Types::Half,
+        args: IGEMM_NHWC_ARGS,
+        launch: Launch::IgemmNhwc,
+        doc: "The same kernel with 64x64 warp tiles, NVIDIA only (the GPU tier's tile family); on AMD targets the entry points exist and trap, and the host never dispatches them there.",
     },
     Family {
         pattern: "igemm_emu11_{op}_{dtype}",

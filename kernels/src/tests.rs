@@ -353,8 +353,9 @@ fn igemm_grid_covers_the_problem() {
 fn igemm_nhwc_instantiations_match_their_configs() {
     let m = module_of("igemm_mma_128x128_2x4_f16").unwrap();
     assert_eq!(m.name, "igemm_mma");
-    let tables: [(&str, &[IgemmNhwcConfig]); 4] = [
+    let tables: [(&str, &[IgemmNhwcConfig]); 5] = [
         ("RV_EXPORT_IGEMM_MMA", &IGEMM_MMA_CONFIGS),
+        ("RV_EXPORT_IGEMM_MMA_NV", &IGEMM_MMA_CONFIGS),
         ("RV_EXPORT_IGEMM_EMU11", &IGEMM_EMU_CONFIGS),
         ("RV_EXPORT_IGEMM_EMU12", &IGEMM_EMU_CONFIGS),
         ("RV_EXPORT_IGEMM_SIMT", &IGEMM_SIMT_CONFIGS),
@@ -364,6 +365,7 @@ fn igemm_nhwc_instantiations_match_their_configs() {
         let Some((_, table)) = tables.iter().find(|(t, _)| *t == mac) else { continue };
         let cfg =
             table.iter().find(|c| sym.contains(&format!("_{}_", c.name))).unwrap_or_else(|| panic!("{sym}: no config"));
+        assert_eq!(cfg.nvidia_only, mac == "RV_EXPORT_IGEMM_MMA_NV", "{sym}: nvidia_only must match its macro");
         let nums: Vec<u32> = args[1..6].iter().map(|a| a.parse().unwrap()).collect();
         assert_eq!(nums, [cfg.bm, cfg.bn, cfg.a, cfg.b, cfg.nv_stages], "{sym}");
         assert!(cfg.threads() <= MAX_THREADS && cfg.threads() % 64 == 0, "{sym}: {} threads", cfg.threads());

@@ -160,6 +160,7 @@ fn sweep_configs(dev: &Arc<RocmDevice>, s: &Shape, p: &ConvProblem, x: &DeviceAr
         .iter()
         // Narrow tiles only where the channels are narrow, wide ones only where they are not.
         .filter(|c| if kg <= 32 { c.bn <= 64 } else { c.bn >= 64 })
+        .filter(|c| !c.nvidia_only || dev.info().family == rocm_backend::ArchFamily::NvidiaTestTier)
         .map(|config| IgemmKernel::Nhwc { variant: MmaVariant::Native, config, splits: 1 })
         .collect();
     if let IgemmKernel::Nhwc { splits, .. } = default
