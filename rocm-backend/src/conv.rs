@@ -13,6 +13,12 @@
 //!   convolutions as a GEMM into columns and `col2im`.
 //! - `Gemm1x1`: rocBLAS straight on the input and output of a 1x1, stride-1 convolution.
 //! - `Direct`: one thread per output element; the fallback for anything.
+//! - `Miopen` (feature `miopen`): MIOpen's Immediate mode on the device's MIOpen handle
+//!   (opened once per device, on first use). Its workspace is the chosen solution's: the
+//!   fastest by MIOpen's estimate among those whose workspace fits what the budget leaves,
+//!   so a problem MIOpen does not support, or whose solutions all need more, is never
+//!   planned on it. Whole problems or batch chunks (each a sub-problem of its own); never
+//!   output-row chunks. Without the feature the catalog does not offer it.
 
 use crate::buffer::DeviceArray;
 use crate::device::{ArchFamily, RocmDevice};
@@ -98,10 +104,14 @@ impl AlgorithmCatalog for RocmCatalog {
     }
 
     fn algorithms(&self) -> Vec<Algorithm> {
-        vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct]
+        #[allow(unused_mut)]
+        let mut algs = vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct];
+        #[cfg(feature = "miopen")]
+        algs.push(Algorithm::Miopen);
+        algs
     }
 
-    fn workspace_bytes(&self, alg: Algorithm, p: &ConvProblem, chunk: &Chunk, _limit: usize) -> Option<usize> {
+    fn workspace_bytes(&self, alg: Algorithm, p: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
         match alg {
             Algorithm::ImplicitGemm => match self.igemm_kernel(p, chunk) {
                 IgemmKernel::Nchw(_) => Some(0),
@@ -110,7 +120,7 @@ impl AlgorithmCatalog for RocmCatalog {
             Algorithm::Direct => Some(0),
             Algorithm::Gemm1x1 => is_gemm1x1(p).then_some(0),
             Algorithm::Im2colGemm => col_elems(p, chunk).map(|e| e * p.dtype.size_in_bytes()),
-            Algorithm::Miopen => None,
+            Algorithm::Miopen => miopen_workspace(&self.device, p, chunk, limit),
         }
     }
 
@@ -781,10 +791,94 @@ pub fn run_plan_fused(
             }
             add_bias(device, &out, bias, g.batch, g.out_channels, pp * qq)?;
         }
-        Algorithm::Miopen => return Err(RocmError::op("conv", "the Miopen algorithm is not built into this backend")),
+        Algorithm::Miopen => {
+            run_miopen_into(device, plan, x, w, &out)?;
+            add_bias(device, &out, bias, g.batch, g.out_channels, pp * qq)?;
+        }
     }
     let _ = es;
     Ok(out)
+}
+
+/// The sub-problem a `Miopen` plan runs for `chunk` of `p`: the chunk's images, all output
+/// rows (`None` for a chunk of output rows, which MIOpen cannot run).
+pub fn miopen_chunk_problem(p: &ConvProblem, chunk: &Chunk) -> Option<ConvProblem> {
+    (chunk.rows == (0..p.geometry.out_hw()[0]) && !chunk.batch.is_empty()).then(|| p.with_batch(chunk.batch.len()))
+}
+
+/// `Miopen`'s workspace for `chunk` of `p` within `limit` bytes (see
+/// [`crate::miopen::offered_workspace`]); `None` when MIOpen cannot run it.
+#[cfg(feature = "miopen")]
+fn miopen_workspace(device: &RocmDevice, p: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
+    let sub = miopen_chunk_problem(p, chunk)?;
+    if !crate::miopen::supports(&sub) {
+        return None;
+    }
+    let solutions = device.miopen().and_then(|m| m.solutions(&sub));
+    match solutions {
+        Ok(s) => crate::miopen::offered_workspace(&s, limit),
+        Err(e) => {
+            tracing::debug!(target: "rocm_backend::miopen", problem = %sub, error = %e, "MIOpen not offered");
+            None
+        }
+    }
+}
+
+#[cfg(not(feature = "miopen"))]
+fn miopen_workspace(_device: &RocmDevice, _p: &ConvProblem, _chunk: &Chunk, _limit: usize) -> Option<usize> {
+    None
+}
+
+/// Runs a `Miopen` plan into `out` (contiguous NCHW, no bias): per chunk, the solution
+/// chosen within the plan's `workspace_limit` — the one the catalog reported when the plan
+/// was made — with its workspace from the device's budgeted allocator.
+#[cfg(feature = "miopen")]
+pub fn run_miopen_into(
+    device: &Arc<RocmDevice>,
+    plan: &Plan,
+    x: &DeviceArray,
+    w: &DeviceArray,
+    out: &DeviceArray,
+) -> Result<()> {
+    let p = &plan.problem;
+    if plan.algorithm != Algorithm::Miopen {
+        return Err(RocmError::op("conv", format!("run_miopen_into was given a {} plan for {p}", plan.algorithm)));
+    }
+    let mi = device.miopen()?;
+    for chunk in plan.chunks() {
+        let sub = miopen_chunk_problem(p, &chunk).ok_or_else(|| {
+            RocmError::op("conv", format!("MIOpen cannot run output rows {:?} of {p} as a chunk", chunk.rows))
+        })?;
+        let solution = mi.best_within(&sub, plan.workspace_limit)?.ok_or_else(|| {
+            RocmError::op(
+                "conv",
+                format!("no MIOpen solution for {sub} fits the plan's {} workspace bytes", plan.workspace_limit),
+            )
+        })?;
+        tracing::debug!(target: "rocm_backend::miopen", problem = %sub, images = ?chunk.batch, solution = solution.id, workspace_bytes = solution.workspace_bytes, "MIOpen run");
+        mi.run(device, &sub, &solution, x, w, out, chunk.batch.start)?;
+    }
+    Ok(())
+}
+
+/// Without the `miopen` feature there is no MIOpen to run.
+#[cfg(not(feature = "miopen"))]
+pub fn run_miopen_into(
+    _device: &Arc<RocmDevice>,
+    _plan: &Plan,
+    _x: &DeviceArray,
+    _w: &DeviceArray,
+    _out: &DeviceArray,
+) -> Result<()> {
+    Err(RocmError::op("conv", "the Miopen algorithm is not built into this backend"))
+}
+
+/// Seconds this device has spent compiling MIOpen solutions (the one-time cost of the
+/// `Miopen` algorithm; each compile is also a `tracing` event). Opens the device's MIOpen
+/// if nothing has yet.
+#[cfg(feature = "miopen")]
+pub fn miopen_compile_seconds(device: &RocmDevice) -> Result<f64> {
+    Ok(device.miopen()?.compile_seconds())
 }
 
 /// Runs `p` whole with an explicit implicit-GEMM kernel -- any configuration, the gfx11 /
@@ -1248,6 +1342,22 @@ mod tests {
     }
 
     #[test]
+    fn miopen_chunks_are_whole_images() {
+        let dt = candle_core::DType::F32;
+        let p = ConvProblem::conv2d(&[5, 4, 9, 7], &[6, 4, 3, 3], dt, dt, &Params::default().with_stride(2)).unwrap();
+        let rows = p.geometry.out_hw()[0];
+        assert_eq!(rows, 4);
+        assert_eq!(miopen_chunk_problem(&p, &Chunk { batch: 0..5, rows: 0..rows }), Some(p));
+        let sub = miopen_chunk_problem(&p, &Chunk { batch: 3..5, rows: 0..rows }).unwrap();
+        assert_eq!(sub.geometry.batch, 2);
+        assert_eq!(sub, p.with_batch(2));
+        // Output-row chunks are not MIOpen problems.
+        assert_eq!(miopen_chunk_problem(&p, &Chunk { batch: 0..1, rows: 0..2 }), None);
+        assert_eq!(miopen_chunk_problem(&p, &Chunk { batch: 0..1, rows: 2..4 }), None);
+        assert_eq!(miopen_chunk_problem(&p, &Chunk { batch: 2..2, rows: 0..rows }), None);
+    }
+
+    #[test]
     fn split_k_and_tile_choice_follow_the_problem() {
         let dt = candle_core::DType::F16;
         // The VAE's 512-channel 3x3 at 1024^2: large tiles, no split.
@@ -1259,7 +1369,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((config.name, splits), ("128x128_2x4", 1));
+        assert_eq!((config.name, splits), ("128x128_2x2", 1));
         // 512 channels at 16x16: few tiles, a long reduction: split-K.
         let small =
             ConvProblem::conv2d(&[1, 512, 16, 16], &[512, 512, 3, 3], dt, dt, &Params::default().with_padding(1))

@@ -42,8 +42,8 @@ impl CpuTiling {
         let kc = 256.min(k.max(1));
         // 128 columns: with mc = 144 and kc = 256 the weights block (144 KiB), the packed
         // block (128 KiB) and the C rows of one mc pass (72 KiB) all stay in a 512 KiB L2.
-        // Measured on Zen 3 (docs/measurements/2026-12-02-cpu-conv.md): 256 columns lose
-        // 5-20% on every VAE shape.
+        // An A/B on Zen 3 (2 cores, 2026-12-02, commit 01c5c3d) found 256 columns slower
+        // on every VAE shape; the resulting speeds are in docs/measurements/*-cpu-conv.md.
         let nc = n.div_ceil(NR).clamp(1, 128 / NR) * NR;
         let mc = m_pad.min(144);
         CpuTiling { kc, nc, mc }
