@@ -65,6 +65,12 @@ struct Args {
     /// `latents`, `latent`, `samples`, `z`).
     #[arg(long)]
     latent_key: Option<String>,
+    /// Decode the latents N times in this process (for benchmarks). Every decode ends with a
+    /// device synchronize; the reported decode time is the median of decodes 2..N (the
+    /// first one also loads kernels and makes the first allocations), and each decode's
+    /// time is printed. The images are written once, from the last decode.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
 }
 
 fn main() {
@@ -211,25 +217,51 @@ fn run(args: Args) -> Result<()> {
         examples_sd::tiled::tile_starts(h, t.tile, t.overlap).len()
             * examples_sd::tiled::tile_starts(w, t.tile, t.overlap).len()
     });
-    let mut progress = Progress::new((n * tiles * milestones.len()) as u64);
+    let repeat = args.repeat as usize;
+    let mut progress = Progress::new((repeat * n * tiles * milestones.len()) as u64);
     // Set by the tile callback, read by the stage observer (same thread, in turn).
     let label = RefCell::new(String::new());
-    let t1 = Instant::now();
-    let images = {
-        let mut observe = |name: &str, _: &rocm_vision::Tensor| {
-            if milestones.iter().any(|m| m == name) {
-                progress.step(&format!("{}{}", label.borrow(), name.trim_start_matches("decoder.")));
+    let mut decode_times = Vec::with_capacity(repeat);
+    let mut images = None;
+    for run in 0..repeat {
+        let prefix = if repeat > 1 { format!("run {}/{repeat}: ", run + 1) } else { String::new() };
+        *label.borrow_mut() = prefix.clone();
+        // The previous decode's images are dropped first: they are not part of this one.
+        drop(images.take());
+        let t1 = Instant::now();
+        let decoded = {
+            let mut observe = |name: &str, _: &rocm_vision::Tensor| {
+                if milestones.iter().any(|m| m == name) {
+                    progress.step(&format!("{}{}", label.borrow(), name.trim_start_matches("decoder.")));
+                }
+            };
+            match plan.tile {
+                None => decoder.decode(&latents, &mut observe)?,
+                Some(spec) => decode_tiled(&decoder, &latents, spec, &mut observe, &mut |i, count| {
+                    *label.borrow_mut() = format!("{prefix}tile {}/{count}: ", i + 1);
+                })?,
             }
         };
-        match plan.tile {
-            None => decoder.decode(&latents, &mut observe)?,
-            Some(spec) => decode_tiled(&decoder, &latents, spec, &mut observe, &mut |i, count| {
-                *label.borrow_mut() = format!("tile {}/{count}: ", i + 1);
-            })?,
-        }
-    };
+        // Device work is queued asynchronously: the decode is done when the device is idle.
+        device.synchronize()?;
+        decode_times.push(t1.elapsed().as_secs_f64());
+        images = Some(decoded);
+    }
     progress.finish();
-    let decode_s = t1.elapsed().as_secs_f64();
+    let images = images.expect("at least one decode");
+    let decode_s = if repeat > 1 {
+        let mut warm = decode_times[1..].to_vec();
+        warm.sort_by(f64::total_cmp);
+        let median = warm[warm.len() / 2];
+        eprintln!(
+            "decode times: {} ms; median of decodes 2..{repeat}: {:.1} ms",
+            decode_times.iter().map(|t| format!("{:.1}", t * 1e3)).collect::<Vec<_>>().join(", "),
+            median * 1e3
+        );
+        median
+    } else {
+        decode_times[0]
+    };
     for (i, path) in outs.iter().enumerate() {
         write_png(&images.narrow(0, i, 1)?, path, args.force)?;
     }
@@ -238,11 +270,12 @@ fn run(args: Args) -> Result<()> {
         None => format!("peak RSS {}", peak_rss_bytes().map_or("unknown".to_string(), format_bytes)),
     };
     println!(
-        "wrote {} in {:.2} s (load {:.2} s, decode {:.2} s); {peak}",
+        "wrote {} in {:.2} s (load {:.2} s, decode {:.3} s{}); {peak}",
         outs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
         t0.elapsed().as_secs_f64(),
         load_s,
-        decode_s
+        decode_s,
+        if repeat > 1 { format!(", median of decodes 2..{repeat}") } else { String::new() }
     );
     Ok(())
 }

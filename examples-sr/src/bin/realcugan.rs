@@ -296,7 +296,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         b
     });
     for job in &todo {
-        if let Err(e) = process(job, &upscaler, &opts, &variant, &bars, cli) {
+        if let Err(e) = process(job, &upscaler, &opts, &variant, &bars, cli, &device) {
             // Errors about the file itself already name it.
             let msg = e.to_string();
             let shown = job.input.display().to_string();
@@ -328,6 +328,7 @@ fn process(
     variant: &Variant,
     bars: &MultiProgress,
     cli: &Cli,
+    device: &Device,
 ) -> Result<(), Error> {
     let started = Instant::now();
     let img = image_io::load(&job.input)?;
@@ -339,11 +340,13 @@ fn process(
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_prefix(job.input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+    let upscale_started = Instant::now();
     let (out, stats) = up.upscale_with_stats(&img, &plan, &mut |p| {
         bar.set_length(p.total as u64);
         bar.set_position(p.done as u64);
         bar.set_message(format!("pass {}/{}", p.pass, p.passes));
     })?;
+    let upscale_s = upscale_started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     bars.remove(&bar);
     image_io::save(&out, &job.output, job.format)?;
@@ -354,7 +357,7 @@ fn process(
             bars,
             format!(
                 "{} ({}x{}, {}-bit{}) -> {} ({}x{}){dropped}: {variant}, {} tile(s) of {}x{} (~{} each), {} SE pass(es){}, \
-             {:.2} s",
+             {:.2} s (upscale {:.3} s){}",
                 job.input.display(),
                 img.width,
                 img.height,
@@ -373,7 +376,10 @@ fn process(
                 } else {
                     String::new()
                 },
-                started.elapsed().as_secs_f64()
+                started.elapsed().as_secs_f64(),
+                upscale_s,
+                // On ROCm: the allocator's peak since the device was opened (all images so far).
+                device.peak_memory().map_or(String::new(), |b| format!(", peak device memory {}", format_bytes(b)))
             ),
         );
     }
