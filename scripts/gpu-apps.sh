@@ -39,6 +39,10 @@
 # (ncnn is a third-party anchor: its failure, e.g. no Vulkan, is reported, not fatal).
 # GPU_APPS_VAE_BUDGETS="1.6GB 6GB 12GB 3.2GB" sets the --vram-budget of the 1024² f16, 2048²
 # f16, 2048² f32 and 1024² f32 decodes ("-" for none).
+# GPU_APPS_TORCH_CONFIGS (default f16:L1,f32:L1,f16:L2,f32:L2 with L1/L2 the 1024²/2048² latent
+# sizes, written as "1k"/"2k") chooses PyTorch's decodes; GPU_APPS_TORCH_LAST=1 runs PyTorch after
+# our decodes (when device time is short, our peaks come first). A SIGTERM (the device tool's
+# time limit) starts no further step but still writes the comparisons and the summary.
 #
 # GPU_APPS_SMOKE=1 runs the same steps on the CPU with a tiny VAE config and small images
 # (a check of this script, the staging and the parsing on a machine without a GPU);
@@ -151,6 +155,7 @@ smi_stop() {
     smi_pid=
 }
 trap 'smi_stop' EXIT
+trap 'deadline=0; echo "== SIGTERM: no further steps; writing the summary"' TERM
 
 # --- 0. the machine, the payload ----------------------------------------------------------
 {
@@ -201,10 +206,16 @@ step vae-make 40 "$py" benches/anchors/vae_decode_torch.py make --dir "$vae" \
     --latents "$lat_warm,$lat_1k,$lat_2k" "${torch_config[@]}"
 cp "$logs/vae-make.out" "$logs/vae-make.jsonl" 2>/dev/null
 
-step vae-torch 100 env PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
-    "$py" benches/anchors/vae_decode_torch.py bench --dir "$vae" --device "$torch_device" "${torch_config[@]}" \
-    --configs "f16:$lat_1k,f32:$lat_1k,f16:$lat_2k,f32:$lat_2k" "${torch_reps[@]}" --save-images "$vae/ref"
-cp "$logs/vae-torch.out" "$logs/vae-torch.jsonl" 2>/dev/null
+torch_configs=${GPU_APPS_TORCH_CONFIGS:-f16:1k,f32:1k,f16:2k,f32:2k}
+torch_configs=${torch_configs//1k/$lat_1k}
+torch_configs=${torch_configs//2k/$lat_2k}
+torch_vae() {
+    step vae-torch 100 env PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
+        "$py" benches/anchors/vae_decode_torch.py bench --dir "$vae" --device "$torch_device" "${torch_config[@]}" \
+        --configs "$torch_configs" "${torch_reps[@]}" --save-images "$vae/ref"
+    cp "$logs/vae-torch.out" "$logs/vae-torch.jsonl" 2>/dev/null
+}
+[[ ${GPU_APPS_TORCH_LAST:-0} == 1 ]] || torch_vae
 
 # ours NAME DTYPE LATENT BUDGET REPEAT MAX_SECONDS: one sd-vae-decode run (its budget, then,
 # if that failed but did not time out, without one: NAME-nobudget).
@@ -231,6 +242,7 @@ if [[ -f $vae/sd_vae_random.safetensors ]]; then
     ours_vae vae-ours-warmup-f32 f32 "$lat_warm" "" 1 90
     ours_vae vae-ours-f32-2k f32 "$lat_2k" "$(nob "$b32_2k")" 3 60
 fi
+[[ ${GPU_APPS_TORCH_LAST:-0} == 1 ]] && torch_vae
 
 # --- 2. issue 7: Real-CUGAN 2x ---------------------------------------------------------------
 sr=$work/sr
