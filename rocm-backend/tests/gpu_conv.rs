@@ -4,38 +4,13 @@
 //! poisoned (NaN) so an unwritten element fails.
 
 mod common;
+use common::{download, upload};
 
 use candle_core::DType;
 use conv_engine::reference::conv_f64;
 use conv_engine::{Algorithm, Conv2dParams, ConvProblem, Padding2d};
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use rocm_backend::{DeviceArray, RocmConv, RocmDevice};
-use std::sync::Arc;
-
-fn upload(dev: &Arc<RocmDevice>, v: &[f64], dt: DType) -> (DeviceArray, Vec<f64>) {
-    match dt {
-        DType::F32 => {
-            let x: Vec<f32> = v.iter().map(|&a| a as f32).collect();
-            (DeviceArray::from_slice(dev, &x).unwrap(), x.iter().map(|&a| a as f64).collect())
-        }
-        DType::F16 => {
-            let x: Vec<half::f16> = v.iter().map(|&a| half::f16::from_f64(a)).collect();
-            (DeviceArray::from_slice(dev, &x).unwrap(), x.iter().map(|a| a.to_f64()).collect())
-        }
-        _ => {
-            let x: Vec<half::bf16> = v.iter().map(|&a| half::bf16::from_f64(a)).collect();
-            (DeviceArray::from_slice(dev, &x).unwrap(), x.iter().map(|a| a.to_f64()).collect())
-        }
-    }
-}
-
-fn download(a: &DeviceArray) -> Vec<f64> {
-    match a.dtype {
-        DType::F32 => a.to_vec::<f32>().unwrap().iter().map(|&v| v as f64).collect(),
-        DType::F16 => a.to_vec::<half::f16>().unwrap().iter().map(|v| v.to_f64()).collect(),
-        _ => a.to_vec::<half::bf16>().unwrap().iter().map(|v| v.to_f64()).collect(),
-    }
-}
+use rocm_backend::RocmConv;
 
 fn random_problem(rng: &mut StdRng, i: usize) -> ConvProblem {
     loop {

@@ -13,6 +13,7 @@
 //! Skips without a device (`ROCM_VISION_REQUIRE_GPU=1` makes that a failure).
 
 mod common;
+use common::{download, poisoned, upload};
 
 use candle_core::DType;
 use conv_engine::reference::conv_f64;
@@ -21,38 +22,8 @@ use kernels::{IGEMM_EMU_CONFIGS, IGEMM_MMA_CONFIGS, IGEMM_SIMT_CONFIGS, IgemmNhw
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rocm_backend::conv::{Activation, Epilogue, IgemmKernel, run_implicit_gemm_into};
 use rocm_backend::launch::{Arg, launch};
-use rocm_backend::{DeviceArray, RocmConv, RocmDevice};
+use rocm_backend::{RocmConv, RocmDevice};
 use std::sync::Arc;
-
-fn upload(dev: &Arc<RocmDevice>, v: &[f64], dt: DType) -> (DeviceArray, Vec<f64>) {
-    match dt {
-        DType::F32 => {
-            let x: Vec<f32> = v.iter().map(|&a| a as f32).collect();
-            (DeviceArray::from_slice(dev, &x).unwrap(), x.iter().map(|&a| a as f64).collect())
-        }
-        DType::F16 => {
-            let x: Vec<half::f16> = v.iter().map(|&a| half::f16::from_f64(a)).collect();
-            (DeviceArray::from_slice(dev, &x).unwrap(), x.iter().map(|a| a.to_f64()).collect())
-        }
-        _ => {
-            let x: Vec<half::bf16> = v.iter().map(|&a| half::bf16::from_f64(a)).collect();
-            (DeviceArray::from_slice(dev, &x).unwrap(), x.iter().map(|a| a.to_f64()).collect())
-        }
-    }
-}
-
-fn download(a: &DeviceArray) -> Vec<f64> {
-    match a.dtype {
-        DType::F32 => a.to_vec::<f32>().unwrap().iter().map(|&v| v as f64).collect(),
-        DType::F16 => a.to_vec::<half::f16>().unwrap().iter().map(|v| v.to_f64()).collect(),
-        _ => a.to_vec::<half::bf16>().unwrap().iter().map(|v| v.to_f64()).collect(),
-    }
-}
-
-/// An output array full of NaN.
-fn poisoned(dev: &Arc<RocmDevice>, dt: DType, len: usize) -> DeviceArray {
-    upload(dev, &vec![f64::NAN; len], dt).0
-}
 
 #[test]
 fn mma_layer_tiles_match_a_plain_gemm() {

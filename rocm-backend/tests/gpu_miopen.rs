@@ -8,6 +8,7 @@
 //! The inputs' seed is printed; `ROCM_VISION_TEST_SEED=<n>` repeats a run.
 
 mod common;
+use common::{download, poisoned, upload};
 
 use candle_core::DType;
 use conv_engine::reference::conv_f64;
@@ -16,7 +17,7 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use rocm_backend::alloc::size_class;
 use rocm_backend::conv::{miopen_chunk_problem, run_miopen_into, run_plan};
 use rocm_backend::miopen::{choose, footprint, supports};
-use rocm_backend::{DeviceArray, RocmConv, RocmDevice};
+use rocm_backend::{RocmConv, RocmDevice};
 use std::sync::{Arc, Mutex};
 
 /// The tests share the device (and its budget): one at a time.
@@ -28,34 +29,6 @@ fn seed() -> u64 {
     });
     println!("seed {s} (ROCM_VISION_TEST_SEED={s} repeats this run)");
     s
-}
-
-/// Uploads `v` as `dt`; returns the array and the values it really holds.
-fn upload(dev: &Arc<RocmDevice>, v: &[f64], dt: DType) -> (DeviceArray, Vec<f64>) {
-    match dt {
-        DType::F32 => {
-            let x: Vec<f32> = v.iter().map(|&a| a as f32).collect();
-            (DeviceArray::from_slice(dev, &x).unwrap(), x.iter().map(|&a| a as f64).collect())
-        }
-        DType::F16 => {
-            let x: Vec<half::f16> = v.iter().map(|&a| half::f16::from_f64(a)).collect();
-            (DeviceArray::from_slice(dev, &x).unwrap(), x.iter().map(|a| a.to_f64()).collect())
-        }
-        other => panic!("no upload for {other:?}"),
-    }
-}
-
-fn download(a: &DeviceArray) -> Vec<f64> {
-    match a.dtype {
-        DType::F32 => a.to_vec::<f32>().unwrap().iter().map(|&v| v as f64).collect(),
-        DType::F16 => a.to_vec::<half::f16>().unwrap().iter().map(|v| v.to_f64()).collect(),
-        other => panic!("no download for {other:?}"),
-    }
-}
-
-/// An output array filled with NaN.
-fn poisoned(dev: &Arc<RocmDevice>, dt: DType, len: usize) -> DeviceArray {
-    upload(dev, &vec![f64::NAN; len], dt).0
 }
 
 fn random(rng: &mut StdRng, len: usize) -> Vec<f64> {
