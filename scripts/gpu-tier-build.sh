@@ -24,8 +24,10 @@ for line in sys.stdin:
         print(m["target"]["name"], m["executable"])' |
         while read -r name exe; do cp "$exe" ".device-carry/bin/$prefix-$name"; strip --strip-debug ".device-carry/bin/$prefix-$name"; echo "staged $prefix-$name"; done
 }
-stage test test --no-run -p rocm-backend --test gpu_alloc --test gpu_conv
+stage test test --no-run -p rocm-backend --test gpu_alloc --test gpu_conv --test gpu_parity
 stage test test --no-run -p rocm-vision --test gpu_tensor
+# MIOpen as a conv algorithm (issue 8), through the test library's cuDNN mapping.
+stage test test --no-run -p rocm-backend --features miopen --test gpu_miopen
 stage bench bench --no-run -p rocm-backend --bench gpu_conv
 du -sh .device-carry
 # The NHWC implicit-GEMM kernels (issue 5): the MMA layer, every configuration, the gfx11 /

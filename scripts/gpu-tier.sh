@@ -26,7 +26,9 @@ HOC_KEEP=$lib OUT=/tmp/hoc-out rocm-backend/testing/hip-on-cuda/run-on-gpu.sh >"
 cp /tmp/hoc-out/machine.txt "$out/machine.txt" 2>/dev/null
 tail -3 "$out/hoc-test.log"
 
-export ROCM_PATH=$lib ROCM_VISION_REQUIRE_GPU=1 ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache RUST_BACKTRACE=1
+# gpu_parity writes the op x dtype parity table (issue 8) to $out/parity.md.
+export ROCM_PATH=$lib ROCM_VISION_REQUIRE_GPU=1 ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache RUST_BACKTRACE=1 \
+    ROCM_VISION_PARITY_TABLE=$out/parity.md
 echo "== GPU-tier tests"
 : >"$out/tests.log"
 for t in .device-carry/bin/test-*; do

@@ -348,3 +348,262 @@ impl RocmTensor {
         Ok(RocmTensor::contiguous_new(out, &shape))
     }
 }
+
+/// How [`RocmTensor::reduce_dims`] lays a reduction out: the permutation that puts the kept
+/// dimensions first (in order) and the reduced ones last, the `[outer, len]` it then
+/// reduces over the last dimension, and the result's shape.
+#[allow(dead_code)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ReducePlan {
+    pub perm: Vec<usize>,
+    pub outer: usize,
+    pub len: usize,
+    pub out_dims: Vec<usize>,
+}
+
+/// Validates `dims` (each in range, no repeats, at least one) and plans the reduction.
+#[allow(dead_code)]
+pub(crate) fn reduce_plan(shape: &[usize], dims: &[usize], keepdim: bool) -> Result<ReducePlan> {
+    if dims.is_empty() {
+        return Err(Error::op("reduce", format!("no dimension to reduce of shape {shape:?}")));
+    }
+    let mut reduced = vec![false; shape.len()];
+    for &d in dims {
+        if d >= shape.len() {
+            return Err(Error::op("reduce", format!("dimension {d} out of range for shape {shape:?}")));
+        }
+        if std::mem::replace(&mut reduced[d], true) {
+            return Err(Error::op("reduce", format!("dimension {d} given twice in {dims:?}")));
+        }
+    }
+    let kept: Vec<usize> = (0..shape.len()).filter(|&i| !reduced[i]).collect();
+    let mut red: Vec<usize> = dims.to_vec();
+    red.sort_unstable();
+    let perm: Vec<usize> = kept.iter().chain(&red).copied().collect();
+    let outer = kept.iter().map(|&i| shape[i]).product();
+    let len = red.iter().map(|&i| shape[i]).product();
+    let out_dims = if keepdim {
+        shape.iter().enumerate().map(|(i, &s)| if reduced[i] { 1 } else { s }).collect()
+    } else {
+        kept.iter().map(|&i| shape[i]).collect()
+    };
+    Ok(ReducePlan { perm, outer, len, out_dims })
+}
+
+// The ops below give the ROCm backend candle's op surface (issue 8). `Tensor` wires them in
+// separately; until then they are reached through the GPU tests of this module and
+// rocm-backend's parity test, hence the allow.
+#[allow(dead_code)]
+impl RocmTensor {
+    /// `self op rhs` as u8 (1 where it holds), with broadcasting.
+    pub fn cmp(&self, op: rocm_backend::pointwise::Cmp, rhs: &RocmTensor) -> Result<RocmTensor> {
+        let shape = self.layout.shape().broadcast_shape_binary_op(rhs.layout.shape(), "cmp")?;
+        let l = self.layout.broadcast_as(shape.clone())?;
+        let r = rhs.layout.broadcast_as(shape.clone())?;
+        let a = rocm_backend::pointwise::cmp(op, &self.array, &l, &rhs.array, &r).map_err(|e| op_err("cmp", e))?;
+        Ok(RocmTensor::contiguous_new(a, shape.dims()))
+    }
+
+    /// `self` is a u8 mask: `on_true` where it is non-zero, else `on_false`. The three
+    /// shapes must be equal (candle's rule).
+    pub fn where_cond(&self, on_true: &RocmTensor, on_false: &RocmTensor) -> Result<RocmTensor> {
+        if self.dims() != on_true.dims() || self.dims() != on_false.dims() {
+            return Err(Error::op(
+                "where_cond",
+                format!(
+                    "mask {:?}, on_true {:?} and on_false {:?} must have one shape",
+                    self.dims(),
+                    on_true.dims(),
+                    on_false.dims()
+                ),
+            ));
+        }
+        let a = rocm_backend::pointwise::where_cond(
+            &self.array,
+            &self.layout,
+            &on_true.array,
+            &on_true.layout,
+            &on_false.array,
+            &on_false.layout,
+        )
+        .map_err(|e| op_err("where_cond", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    pub fn powf(&self, e: f64) -> Result<RocmTensor> {
+        let a = rocm_backend::pointwise::powf(&self.array, &self.layout, e).map_err(|e| op_err("powf", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    pub fn elu(&self, alpha: f64) -> Result<RocmTensor> {
+        let a = rocm_backend::pointwise::elu(&self.array, &self.layout, alpha).map_err(|e| op_err("elu", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    pub fn index_select(&self, ids: &RocmTensor, dim: usize) -> Result<RocmTensor> {
+        let (a, shape) = rocm_backend::indexing::index_select(&self.array, &self.layout, &ids.array, &ids.layout, dim)
+            .map_err(|e| op_err("index_select", e))?;
+        Ok(RocmTensor::contiguous_new(a, &shape))
+    }
+
+    pub fn gather(&self, ids: &RocmTensor, dim: usize) -> Result<RocmTensor> {
+        let (a, shape) = rocm_backend::indexing::gather(&self.array, &self.layout, &ids.array, &ids.layout, dim)
+            .map_err(|e| op_err("gather", e))?;
+        Ok(RocmTensor::contiguous_new(a, &shape))
+    }
+
+    /// candle's `scatter` (`add == false`) and `scatter_add`: a new tensor.
+    pub fn scatter(&self, ids: &RocmTensor, src: &RocmTensor, dim: usize, add: bool) -> Result<RocmTensor> {
+        use rocm_backend::indexing::{ScatterMode, scatter};
+        let mode = if add { ScatterMode::Add } else { ScatterMode::Set };
+        let a = scatter(&self.array, &self.layout, &ids.array, &ids.layout, &src.array, &src.layout, dim, mode)
+            .map_err(|e| op_err("scatter", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    pub fn index_add(&self, ids: &RocmTensor, src: &RocmTensor, dim: usize) -> Result<RocmTensor> {
+        let a = rocm_backend::indexing::index_add(
+            &self.array,
+            &self.layout,
+            &ids.array,
+            &ids.layout,
+            &src.array,
+            &src.layout,
+            dim,
+        )
+        .map_err(|e| op_err("index_add", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    /// Sum / max / min over several dimensions at once (one pass: the reduced dimensions
+    /// are moved last), or argmax / argmin over one; `keepdim` keeps them as size 1.
+    pub fn reduce_dims(&self, op: Reduce, dims: &[usize], keepdim: bool) -> Result<RocmTensor> {
+        if matches!(op, Reduce::ArgMax | Reduce::ArgMin) && dims.len() != 1 {
+            return Err(Error::op("reduce", format!("{op:?} reduces exactly one dimension, got {dims:?}")));
+        }
+        let plan = reduce_plan(self.dims(), dims, keepdim)?;
+        let c = self.permute(&plan.perm)?.contiguous()?;
+        let a = ops::reduce(op, &c.array, plan.outer, plan.len, 1).map_err(|e| op_err("reduce", e))?;
+        Ok(RocmTensor::contiguous_new(a, &plan.out_dims))
+    }
+
+    /// `x / sqrt(mean(x²) + eps) · weight` over the last dimension (candle_nn's rms_norm).
+    pub fn rms_norm(&self, weight: Option<&RocmTensor>, eps: f64) -> Result<RocmTensor> {
+        let cols = *self.dims().last().ok_or_else(|| Error::op("rms_norm", "a 0-D tensor"))?;
+        let x = self.contiguous()?;
+        let w = weight.map(|t| t.contiguous()).transpose()?;
+        let a = ops::rms_norm(&x.array, self.elem_count() / cols.max(1), cols, w.as_ref().map(|t| &t.array), None, eps)
+            .map_err(|e| op_err("rms_norm", e))?;
+        Ok(RocmTensor::contiguous_new(a, self.dims()))
+    }
+
+    pub fn upsample_nearest1d(&self, target: usize) -> Result<RocmTensor> {
+        let a = rocm_backend::resample::upsample_nearest1d(&self.array, &self.layout, target)
+            .map_err(|e| op_err("upsample_nearest1d", e))?;
+        let d = self.dims();
+        Ok(RocmTensor::contiguous_new(a, &[d[0], d[1], target]))
+    }
+
+    pub fn upsample_bilinear2d(&self, oh: usize, ow: usize, align_corners: bool) -> Result<RocmTensor> {
+        let a = rocm_backend::resample::upsample_bilinear2d(&self.array, &self.layout, oh, ow, align_corners)
+            .map_err(|e| op_err("upsample_bilinear2d", e))?;
+        let d = self.dims();
+        Ok(RocmTensor::contiguous_new(a, &[d[0], d[1], oh, ow]))
+    }
+
+    /// Uniform in `[lo, hi)` from the Philox stream of `seed` at word `offset`.
+    pub fn rand_uniform(
+        dev: &Arc<RocmDevice>,
+        shape: &[usize],
+        dtype: DType,
+        (lo, hi): (f64, f64),
+        seed: u64,
+        offset: u64,
+    ) -> Result<RocmTensor> {
+        let n = shape.iter().product();
+        let a = rocm_backend::random::rand_uniform(dev, dtype, n, lo, hi, seed, offset)
+            .map_err(|e| op_err("rand_uniform", e))?;
+        Ok(RocmTensor::contiguous_new(a, shape))
+    }
+
+    /// Normal(mean, std) from the Philox stream of `seed` at word `offset`.
+    pub fn rand_normal(
+        dev: &Arc<RocmDevice>,
+        shape: &[usize],
+        dtype: DType,
+        (mean, std): (f64, f64),
+        seed: u64,
+        offset: u64,
+    ) -> Result<RocmTensor> {
+        let n = shape.iter().product();
+        let a = rocm_backend::random::rand_normal(dev, dtype, n, mean, std, seed, offset)
+            .map_err(|e| op_err("rand_normal", e))?;
+        Ok(RocmTensor::contiguous_new(a, shape))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reduce_plans() {
+        let p = reduce_plan(&[2, 3, 4, 5], &[3, 1], true).unwrap();
+        assert_eq!(p, ReducePlan { perm: vec![0, 2, 1, 3], outer: 8, len: 15, out_dims: vec![2, 1, 4, 1] });
+        let p = reduce_plan(&[2, 3, 4, 5], &[1, 3], false).unwrap();
+        assert_eq!(p.out_dims, vec![2, 4]);
+        let p = reduce_plan(&[6], &[0], false).unwrap();
+        assert_eq!((p.outer, p.len, p.out_dims), (1, 6, vec![]));
+        let e = reduce_plan(&[2, 3], &[2], true).unwrap_err().to_string();
+        assert!(e.contains("dimension 2 out of range for shape [2, 3]"), "{e}");
+        let e = reduce_plan(&[2, 3], &[1, 1], true).unwrap_err().to_string();
+        assert!(e.contains("dimension 1 given twice"), "{e}");
+        assert!(reduce_plan(&[2, 3], &[], true).is_err());
+    }
+
+    /// The wrappers on a real device against candle's CPU ops (GPU tier; skips otherwise).
+    #[test]
+    fn wrappers_match_candle_on_the_gpu() {
+        let dev = match RocmDevice::open(0) {
+            Ok(d) => d,
+            Err(e) => {
+                assert!(
+                    !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
+                    "ROCM_VISION_REQUIRE_GPU=1 but {e}"
+                );
+                eprintln!("SKIPPED (no ROCm device): {e}");
+                return;
+            }
+        };
+        let cpu = candle_core::Device::Cpu;
+        let x = candle_core::Tensor::randn(0f32, 1.0, (2, 3, 4, 5), &cpu).unwrap();
+        let g = RocmTensor::from_candle(&dev, &x).unwrap();
+        let close = |a: &RocmTensor, b: &candle_core::Tensor| {
+            let a = a.to_candle().unwrap().to_dtype(DType::F64).unwrap().flatten_all().unwrap();
+            let b = b.to_dtype(DType::F64).unwrap().flatten_all().unwrap();
+            let d = (a - b).unwrap().abs().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
+            assert!(d <= 1e-5, "max difference {d}");
+        };
+        close(&g.reduce_dims(Reduce::Sum, &[1, 3], true).unwrap(), &x.sum_keepdim((1, 3)).unwrap());
+        close(&g.reduce_dims(Reduce::Max, &[2], false).unwrap(), &x.max(2).unwrap());
+        close(&g.powf(2.0).unwrap(), &x.powf(2.0).unwrap());
+        close(&g.elu(0.7).unwrap(), &x.elu(0.7).unwrap());
+        let t = g.transpose(2, 3).unwrap();
+        close(
+            &t.upsample_bilinear2d(7, 9, false).unwrap(),
+            &x.transpose(2, 3).unwrap().upsample_bilinear2d(7, 9, false).unwrap(),
+        );
+        let ids = RocmTensor::from_slice(&dev, &[2u32, 0, 2], &[3]).unwrap();
+        let cids = candle_core::Tensor::new(&[2u32, 0, 2], &cpu).unwrap();
+        close(&g.index_select(&ids, 1).unwrap(), &x.index_select(&cids, 1).unwrap());
+        let m = g.cmp(rocm_backend::pointwise::Cmp::Gt, &g.affine(0.0, 0.0).unwrap()).unwrap();
+        let zeros = x.zeros_like().unwrap();
+        close(
+            &m.where_cond(&g, &g.affine(0.0, 0.0).unwrap()).unwrap(),
+            &x.gt(&zeros).unwrap().where_cond(&x, &zeros).unwrap(),
+        );
+        let a = RocmTensor::rand_uniform(&dev, &[1000], DType::F32, (0.0, 1.0), 3, 0).unwrap();
+        let b = RocmTensor::rand_uniform(&dev, &[1000], DType::F32, (0.0, 1.0), 3, 0).unwrap();
+        assert_eq!(a.to_candle().unwrap().to_vec1::<f32>().unwrap(), b.to_candle().unwrap().to_vec1::<f32>().unwrap());
+    }
+}

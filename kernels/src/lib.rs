@@ -118,6 +118,8 @@ pub enum Types {
     F32,
     /// element sizes b16 b32 (pattern uses `{bits}`): the packing kernels of f16/bf16 and f32
     Bits16And32,
+    /// u32 only (the raw random stream)
+    U32,
 }
 
 impl Types {
@@ -131,6 +133,7 @@ impl Types {
             Types::Half => from(&[DType::F16, DType::BF16]),
             Types::F32 => from(&[DType::F32]),
             Types::Bits16And32 => ["b16", "b32"].iter().map(|s| s.to_string()).collect(),
+            Types::U32 => from(&[DType::U32]),
             Types::CastPairs => {
                 let mut v = Vec::new();
                 for s in DType::ALL {
@@ -159,6 +162,11 @@ pub enum Elem {
     U32,
     /// Always f32 (workspaces of statistics).
     F32,
+    /// Always u8 (comparison results, where_cond masks).
+    U8,
+    /// The index type that the entry point's `{op}` names (`u32` or `i64`, the indexing
+    /// kernels). The export macros take it as a token `IDX` and declare `rv_##IDX`.
+    Idx,
 }
 
 impl Elem {
@@ -169,6 +177,8 @@ impl Elem {
             Elem::Dst => "D",
             Elem::U32 => "rv_u32",
             Elem::F32 => "float",
+            Elem::U8 => "rv_u8",
+            Elem::Idx => "rv_##IDX",
         }
     }
 }
@@ -979,6 +989,233 @@ const NORM: &[Family] = &[
     },
 ];
 
+const CMP_OPS: &[&str] = &["eq", "ne", "lt", "le", "gt", "ge"];
+/// The index types of the indexing kernels: the `{op}` part of their names.
+pub const INDEX_TYPES: &[&str] = &["u32", "i64"];
+
+const POINTWISE: &[Family] = &[
+    Family {
+        pattern: "cmp_{op}_{dtype}",
+        export_macro: "RV_EXPORT_CMP",
+        ops: CMP_OPS,
+        types: Types::All,
+        args: &[
+            NUMEL,
+            arg("lhs_view", ArgType::Strided, "view of lhs, dims = output shape, stride 0 where broadcast"),
+            arg("rhs_view", ArgType::Strided, "view of rhs, dims = output shape, stride 0 where broadcast"),
+            arg("lhs", cptr(Elem::T), "left operand"),
+            arg("rhs", cptr(Elem::T), "right operand"),
+            arg("out", mptr(Elem::U8), "contiguous output, u8: 1 where the comparison holds, else 0"),
+        ],
+        launch: Launch::GridStride,
+        doc: "out = (lhs op rhs) as u8, candle's cmp. Exact comparison; NaN is unequal to everything.",
+    },
+    Family {
+        pattern: "where_u8_{dtype}",
+        export_macro: "RV_EXPORT_WHERE",
+        ops: &[],
+        types: Types::All,
+        args: &[
+            NUMEL,
+            arg("mask_view", ArgType::Strided, "view of the mask, dims = output shape"),
+            arg("true_view", ArgType::Strided, "view of on_true, dims = output shape"),
+            arg("false_view", ArgType::Strided, "view of on_false, dims = output shape"),
+            arg("mask", cptr(Elem::U8), "mask, u8"),
+            arg("on_true", cptr(Elem::T), "values where mask != 0"),
+            arg("on_false", cptr(Elem::T), "values where mask == 0"),
+            arg("out", mptr(Elem::T), "contiguous output"),
+        ],
+        launch: Launch::GridStride,
+        doc: "out = mask != 0 ? on_true : on_false (candle's where_cond with a u8 mask).",
+    },
+    Family {
+        pattern: "unary_{op}_{dtype}",
+        export_macro: "RV_EXPORT_UNARY_PARAM",
+        ops: &["powf", "elu"],
+        types: Types::Float,
+        args: &[
+            NUMEL,
+            arg("src", ArgType::Strided, "view of the input, dims = output shape"),
+            arg("in", cptr(Elem::T), "input"),
+            arg("out", mptr(Elem::T), "contiguous output"),
+            arg("param", ArgType::F64, "powf: the exponent; elu: alpha"),
+        ],
+        launch: Launch::GridStride,
+        doc: "powf: in^param; elu: in >= 0 ? in : param * (exp(in) - 1). Same signature as the unary family.",
+    },
+];
+
+const INDEXING: &[Family] = &[
+    Family {
+        pattern: "index_select_{op}_{dtype}",
+        export_macro: "RV_EXPORT_INDEX_SELECT",
+        ops: INDEX_TYPES,
+        types: Types::All,
+        args: &[
+            arg("left", ArgType::I64, "product of the dims before the indexed one"),
+            arg("src_dim", ArgType::I64, "length of the indexed dimension of src"),
+            arg("right", ArgType::I64, "product of the dims after it"),
+            arg("n_ids", ArgType::I64, "number of indices"),
+            arg("ids", cptr(Elem::Idx), "indices [n_ids]"),
+            arg("src", cptr(Elem::T), "source [left, src_dim, right], contiguous"),
+            arg("out", mptr(Elem::T), "output [left, n_ids, right]"),
+        ],
+        launch: Launch::GridStride,
+        doc: "out[l, i, r] = src[l, ids[i], r]; an index outside [0, src_dim) (candle's max-value sentinel among them) gives 0.",
+    },
+    Family {
+        pattern: "gather_{op}_{dtype}",
+        export_macro: "RV_EXPORT_GATHER",
+        ops: INDEX_TYPES,
+        types: Types::All,
+        args: &[
+            arg("left", ArgType::I64, "product of the dims before the indexed one"),
+            arg("src_dim", ArgType::I64, "length of the indexed dimension of src"),
+            arg("ids_dim", ArgType::I64, "length of the indexed dimension of ids and out"),
+            arg("right", ArgType::I64, "product of the dims after it"),
+            arg("ids", cptr(Elem::Idx), "indices [left, ids_dim, right]"),
+            arg("src", cptr(Elem::T), "source [left, src_dim, right], contiguous"),
+            arg("out", mptr(Elem::T), "output [left, ids_dim, right]"),
+        ],
+        launch: Launch::GridStride,
+        doc: "out[l, i, r] = src[l, ids[l, i, r], r]; an index outside [0, src_dim) gives 0.",
+    },
+    Family {
+        pattern: "scatter_set_{op}_{dtype}",
+        export_macro: "RV_EXPORT_SCATTER_SET",
+        ops: INDEX_TYPES,
+        types: Types::All,
+        args: SCATTER_ARGS,
+        launch: Launch::GridStride,
+        doc: "dst[l, ids[l, i, r], r] = src[l, i, r] in place, one thread per (l, r) walking i in order (the last write wins); an index outside [0, dst_dim) is skipped. Grid over left*right.",
+    },
+    Family {
+        pattern: "scatter_add_{op}_{dtype}",
+        export_macro: "RV_EXPORT_SCATTER_ADD",
+        ops: INDEX_TYPES,
+        types: Types::All,
+        args: SCATTER_ARGS,
+        launch: Launch::GridStride,
+        doc: "dst[l, ids[l, i, r], r] += src[l, i, r] in place, sequential per (l, r) column: deterministic, no atomics. Grid over left*right.",
+    },
+    Family {
+        pattern: "index_add_{op}_{dtype}",
+        export_macro: "RV_EXPORT_INDEX_ADD",
+        ops: INDEX_TYPES,
+        types: Types::All,
+        args: &[
+            arg("left", ArgType::I64, "product of the dims before the indexed one"),
+            arg("dst_dim", ArgType::I64, "length of the indexed dimension of dst"),
+            arg("n_ids", ArgType::I64, "number of indices = the indexed dimension of src"),
+            arg("right", ArgType::I64, "product of the dims after it"),
+            arg("ids", cptr(Elem::Idx), "indices [n_ids]"),
+            arg("src", cptr(Elem::T), "source [left, n_ids, right], contiguous"),
+            arg("dst", mptr(Elem::T), "destination [left, dst_dim, right], updated in place"),
+        ],
+        launch: Launch::GridStride,
+        doc: "dst[l, ids[i], r] += src[l, i, r] in place, sequential per (l, r) column. Grid over left*right.",
+    },
+];
+
+const SCATTER_ARGS: &[Arg] = &[
+    arg("left", ArgType::I64, "product of the dims before the indexed one"),
+    arg("dst_dim", ArgType::I64, "length of the indexed dimension of dst"),
+    arg("ids_dim", ArgType::I64, "length of the indexed dimension of ids and src"),
+    arg("right", ArgType::I64, "product of the dims after it"),
+    arg("ids", cptr(Elem::Idx), "indices [left, ids_dim, right]"),
+    arg("src", cptr(Elem::T), "source [left, ids_dim, right], contiguous"),
+    arg("dst", mptr(Elem::T), "destination [left, dst_dim, right], updated in place"),
+];
+
+const RESAMPLE: &[Family] = &[
+    Family {
+        pattern: "upsample_nearest1d_{bits}",
+        export_macro: "RV_EXPORT_UPSAMPLE_NEAREST1D",
+        ops: &[],
+        types: Types::Bits,
+        args: &[
+            arg("planes", ArgType::I64, "n*c"),
+            arg("l", ArgType::I32, "input length"),
+            arg("ol", ArgType::I32, "output length"),
+            arg("scale", ArgType::F64, "l / ol, computed in f64"),
+            arg("in", cptr(Elem::T), "input [planes, l]"),
+            arg("out", mptr(Elem::T), "output [planes, ol]"),
+        ],
+        launch: Launch::GridStride,
+        doc: "out[p][x] = in[p][min(l - 1, floor(x * scale))], the index in f64 as candle computes it.",
+    },
+    Family {
+        pattern: "upsample_bilinear2d_{dtype}",
+        export_macro: "RV_EXPORT_UPSAMPLE_BILINEAR2D",
+        ops: &[],
+        types: Types::Float,
+        args: &[
+            arg("planes", ArgType::I64, "n*c"),
+            arg("h", ArgType::I32, "input height"),
+            arg("w", ArgType::I32, "input width"),
+            arg("oh", ArgType::I32, "output height"),
+            arg("ow", ArgType::I32, "output width"),
+            arg("scale_h", ArgType::F64, "align_corners: (h-1)/(oh-1) (0 if oh == 1); else h/oh"),
+            arg("scale_w", ArgType::F64, "align_corners: (w-1)/(ow-1) (0 if ow == 1); else w/ow"),
+            arg("align_corners", ArgType::I32, "non-zero: corner pixels aligned"),
+            arg("in", cptr(Elem::T), "input [planes, h, w]"),
+            arg("out", mptr(Elem::T), "output [planes, oh, ow]"),
+        ],
+        launch: Launch::GridStride,
+        doc: "Bilinear resize with PyTorch's / candle's source coordinates; coordinates in f64, blend in f32 (f64 for f64).",
+    },
+];
+
+const RAND_HEAD: [Arg; 3] = [
+    NUMEL,
+    arg("seed", ArgType::I64, "key of the generator (u64 bit pattern)"),
+    arg("offset", ArgType::I64, "index of the first 32-bit word of the stream used (< 2^62)"),
+];
+
+const RANDOM: &[Family] = &[
+    Family {
+        pattern: "rand_bits_{dtype}",
+        export_macro: "RV_EXPORT_RAND_BITS",
+        ops: &[],
+        types: Types::U32,
+        args: &[RAND_HEAD[0], RAND_HEAD[1], RAND_HEAD[2], arg("out", mptr(Elem::T), "the raw words [numel]")],
+        launch: Launch::GridStride,
+        doc: "The raw Philox4x32-10 stream: out[i] = word offset + i of (seed).",
+    },
+    Family {
+        pattern: "rand_uniform_{dtype}",
+        export_macro: "RV_EXPORT_RAND_UNIFORM",
+        ops: &[],
+        types: Types::Float,
+        args: &[
+            RAND_HEAD[0],
+            RAND_HEAD[1],
+            RAND_HEAD[2],
+            arg("lo", ArgType::F64, "lower bound"),
+            arg("hi", ArgType::F64, "upper bound"),
+            arg("out", mptr(Elem::T), "output [numel]"),
+        ],
+        launch: Launch::GridStride,
+        doc: "Uniform in [lo, hi) from the Philox stream (24-bit uniforms; f64: 32-bit).",
+    },
+    Family {
+        pattern: "rand_normal_{dtype}",
+        export_macro: "RV_EXPORT_RAND_NORMAL",
+        ops: &[],
+        types: Types::Float,
+        args: &[
+            RAND_HEAD[0],
+            RAND_HEAD[1],
+            RAND_HEAD[2],
+            arg("mean", ArgType::F64, "mean"),
+            arg("std", ArgType::F64, "standard deviation"),
+            arg("out", mptr(Elem::T), "output [numel]"),
+        ],
+        launch: Launch::GridStride,
+        doc: "Normal(mean, std) by Box-Muller on word pairs of the Philox stream.",
+    },
+];
+
 const CONV_ARGS: &[Arg] = &[
     GEOM,
     arg("in", cptr(Elem::T), "input [n, c, h, w]"),
@@ -1222,7 +1459,7 @@ const MMA_TILE_ARGS: &[Arg] = &[
 ];
 
 /// Every kernel module.
-pub static MODULES: [Module; 9] = [
+pub static MODULES: [Module; 13] = [
     Module {
         name: "elementwise",
         file: "elementwise.hip",
@@ -1237,6 +1474,10 @@ pub static MODULES: [Module; 9] = [
     Module { name: "conv", file: "conv.hip", source: include_str!("conv.hip"), families: CONV },
     Module { name: "igemm", file: "igemm.hip", source: include_str!("igemm.hip"), families: IGEMM },
     Module { name: "igemm_mma", file: "igemm_mma.hip", source: include_str!("igemm_mma.hip"), families: IGEMM_MMA },
+    Module { name: "pointwise", file: "pointwise.hip", source: include_str!("pointwise.hip"), families: POINTWISE },
+    Module { name: "indexing", file: "indexing.hip", source: include_str!("indexing.hip"), families: INDEXING },
+    Module { name: "resample", file: "resample.hip", source: include_str!("resample.hip"), families: RESAMPLE },
+    Module { name: "random", file: "random.hip", source: include_str!("random.hip"), families: RANDOM },
 ];
 
 /// Every kernel module.

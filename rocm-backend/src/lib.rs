@@ -15,11 +15,15 @@ pub mod buffer;
 pub mod conv;
 pub mod device;
 pub mod error;
+pub mod indexing;
 pub mod jit;
 pub mod launch;
 #[cfg(feature = "miopen")]
 pub mod miopen;
 pub mod ops;
+pub mod pointwise;
+pub mod random;
+pub mod resample;
 pub mod runtime;
 pub mod stream;
 

@@ -10,7 +10,7 @@ use candle_core::{DType, Layout};
 use kernels::StridedLayout;
 use std::sync::Arc;
 
-const BLOCK: u32 = 256;
+pub(crate) const BLOCK: u32 = 256;
 
 /// The kernels' dtype for a candle dtype.
 pub fn kernel_dtype(dtype: DType) -> Result<kernels::DType> {
@@ -26,7 +26,7 @@ pub fn kernel_dtype(dtype: DType) -> Result<kernels::DType> {
     })
 }
 
-fn float_only(op: &'static str, dtype: DType) -> Result<kernels::DType> {
+pub(crate) fn float_only(op: &'static str, dtype: DType) -> Result<kernels::DType> {
     let d = kernel_dtype(dtype)?;
     if !kernels::DType::FLOAT.contains(&d) {
         return Err(RocmError::op(op, format!("needs a float dtype, got {dtype:?}")));
@@ -40,7 +40,7 @@ pub fn strided(layout: &Layout) -> Result<StridedLayout> {
         .map_err(|e| RocmError::op("layout", format!("{:?}: {e}", layout.dims())))
 }
 
-fn check_view(op: &'static str, x: &DeviceArray, layout: &Layout) -> Result<()> {
+pub(crate) fn check_view(op: &'static str, x: &DeviceArray, layout: &Layout) -> Result<()> {
     let dims = layout.dims();
     let last = dims.iter().zip(layout.stride()).map(|(&d, &s)| if d == 0 { 0 } else { (d - 1) * s }).sum::<usize>()
         + layout.start_offset();
@@ -485,9 +485,34 @@ pub fn layer_norm(
     beta: Option<&DeviceArray>,
     eps: f64,
 ) -> Result<DeviceArray> {
-    let d = float_only("layer_norm", x.dtype)?;
+    row_norm("layer_norm", x, rows, cols, gamma, beta, eps)
+}
+
+/// RMS normalisation over the last dimension of a contiguous `[rows, cols]` array:
+/// `x / sqrt(mean(x²) + eps) · gamma (+ beta)` (candle_nn's `rms_norm` has gamma only).
+pub fn rms_norm(
+    x: &DeviceArray,
+    rows: usize,
+    cols: usize,
+    gamma: Option<&DeviceArray>,
+    beta: Option<&DeviceArray>,
+    eps: f64,
+) -> Result<DeviceArray> {
+    row_norm("rms_norm", x, rows, cols, gamma, beta, eps)
+}
+
+fn row_norm(
+    name: &'static str,
+    x: &DeviceArray,
+    rows: usize,
+    cols: usize,
+    gamma: Option<&DeviceArray>,
+    beta: Option<&DeviceArray>,
+    eps: f64,
+) -> Result<DeviceArray> {
+    let d = float_only(name, x.dtype)?;
     if rows * cols != x.len {
-        return Err(RocmError::op("layer_norm", format!("[{rows}, {cols}] does not cover a {}-element array", x.len)));
+        return Err(RocmError::op(name, format!("[{rows}, {cols}] does not cover a {}-element array", x.len)));
     }
     for t in [gamma, beta].into_iter().flatten() {
         if t.len != cols || t.dtype != x.dtype {
@@ -501,7 +526,7 @@ pub fn layer_norm(
     if x.len > 0 {
         launch(
             device(x),
-            &format!("layer_norm_{}", d.suffix()),
+            &format!("{name}_{}", d.suffix()),
             (rows.clamp(1, 1 << 20) as u32, 1, 1),
             (BLOCK, 1, 1),
             &mut [

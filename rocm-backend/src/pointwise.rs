@@ -1,0 +1,204 @@
+//! Comparisons, selection and the unary ops with a parameter (candle's `cmp`,
+//! `where_cond`, `powf`, `elu`): kernels of `pointwise.hip`, each operand read through its
+//! own candle `Layout` (strides, offset, broadcast). Outputs are new contiguous arrays.
+
+use crate::buffer::DeviceArray;
+use crate::error::{Result, RocmError};
+use crate::launch::{Arg, grid_for, launch};
+use crate::ops::{BLOCK, check_view, float_only, kernel_dtype, strided};
+use candle_core::{DType, Layout};
+use std::sync::Arc;
+
+/// candle's comparison ops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Cmp {
+    pub const ALL: [Cmp; 6] = [Cmp::Eq, Cmp::Ne, Cmp::Lt, Cmp::Le, Cmp::Gt, Cmp::Ge];
+
+    /// The `{op}` of the `cmp_{op}_{dtype}` entry points.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cmp::Eq => "eq",
+            Cmp::Ne => "ne",
+            Cmp::Lt => "lt",
+            Cmp::Le => "le",
+            Cmp::Gt => "gt",
+            Cmp::Ge => "ge",
+        }
+    }
+
+    /// candle's own op.
+    pub fn to_candle(self) -> candle_core::op::CmpOp {
+        use candle_core::op::CmpOp;
+        match self {
+            Cmp::Eq => CmpOp::Eq,
+            Cmp::Ne => CmpOp::Ne,
+            Cmp::Lt => CmpOp::Lt,
+            Cmp::Le => CmpOp::Le,
+            Cmp::Gt => CmpOp::Gt,
+            Cmp::Ge => CmpOp::Ge,
+        }
+    }
+}
+
+/// Checks that the views of an elementwise op all have the output's dims. `what` names
+/// each operand in the error.
+pub fn check_same_dims(op: &'static str, views: &[(&str, &Layout)]) -> Result<()> {
+    let Some((first_name, first)) = views.first() else { return Ok(()) };
+    for (name, l) in &views[1..] {
+        if l.dims() != first.dims() {
+            return Err(RocmError::op(
+                op,
+                format!(
+                    "{name} has shape {:?} but {first_name} has {:?} (broadcast the views to the output shape first)",
+                    l.dims(),
+                    first.dims()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `out = (lhs op rhs) as u8`; both layouts already broadcast to the output shape.
+pub fn cmp(op: Cmp, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rhs_l: &Layout) -> Result<DeviceArray> {
+    check_view("cmp", lhs, lhs_l)?;
+    check_view("cmp", rhs, rhs_l)?;
+    if lhs.dtype != rhs.dtype {
+        return Err(RocmError::op("cmp", format!("dtypes differ: lhs {:?}, rhs {:?}", lhs.dtype, rhs.dtype)));
+    }
+    check_same_dims("cmp", &[("lhs", lhs_l), ("rhs", rhs_l)])?;
+    if !Arc::ptr_eq(lhs.device(), rhs.device()) {
+        return Err(RocmError::op("cmp", "operands on different devices"));
+    }
+    let d = kernel_dtype(lhs.dtype)?;
+    let n = lhs_l.shape().elem_count();
+    let out = DeviceArray::alloc(lhs.device(), DType::U8, n)?;
+    if n > 0 {
+        launch(
+            lhs.device(),
+            &format!("cmp_{}_{}", op.name(), d.suffix()),
+            (grid_for(n, BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(n as i64),
+                Arg::Strided(strided(lhs_l)?),
+                Arg::Strided(strided(rhs_l)?),
+                Arg::Ptr(lhs.ptr_at(lhs_l.start_offset())),
+                Arg::Ptr(rhs.ptr_at(rhs_l.start_offset())),
+                Arg::Ptr(out.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// `out = mask != 0 ? on_true : on_false`, mask u8; the three layouts already broadcast to
+/// the output shape.
+pub fn where_cond(
+    mask: &DeviceArray,
+    mask_l: &Layout,
+    on_true: &DeviceArray,
+    true_l: &Layout,
+    on_false: &DeviceArray,
+    false_l: &Layout,
+) -> Result<DeviceArray> {
+    check_view("where_cond", mask, mask_l)?;
+    check_view("where_cond", on_true, true_l)?;
+    check_view("where_cond", on_false, false_l)?;
+    if mask.dtype != DType::U8 {
+        return Err(RocmError::op("where_cond", format!("the mask must be u8, got {:?}", mask.dtype)));
+    }
+    if on_true.dtype != on_false.dtype {
+        return Err(RocmError::op(
+            "where_cond",
+            format!("on_true is {:?} but on_false is {:?}", on_true.dtype, on_false.dtype),
+        ));
+    }
+    check_same_dims("where_cond", &[("mask", mask_l), ("on_true", true_l), ("on_false", false_l)])?;
+    if !Arc::ptr_eq(mask.device(), on_true.device()) || !Arc::ptr_eq(mask.device(), on_false.device()) {
+        return Err(RocmError::op("where_cond", "operands on different devices"));
+    }
+    let d = kernel_dtype(on_true.dtype)?;
+    let n = mask_l.shape().elem_count();
+    let out = DeviceArray::alloc(mask.device(), on_true.dtype, n)?;
+    if n > 0 {
+        launch(
+            mask.device(),
+            &format!("where_u8_{}", d.suffix()),
+            (grid_for(n, BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::I64(n as i64),
+                Arg::Strided(strided(mask_l)?),
+                Arg::Strided(strided(true_l)?),
+                Arg::Strided(strided(false_l)?),
+                Arg::Ptr(mask.ptr_at(mask_l.start_offset())),
+                Arg::Ptr(on_true.ptr_at(true_l.start_offset())),
+                Arg::Ptr(on_false.ptr_at(false_l.start_offset())),
+                Arg::Ptr(out.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// `out = x^e` (candle's `powf`).
+pub fn powf(x: &DeviceArray, layout: &Layout, e: f64) -> Result<DeviceArray> {
+    unary_param("powf", x, layout, e)
+}
+
+/// `out = x >= 0 ? x : alpha·(exp(x) − 1)` (candle's `elu`).
+pub fn elu(x: &DeviceArray, layout: &Layout, alpha: f64) -> Result<DeviceArray> {
+    unary_param("elu", x, layout, alpha)
+}
+
+fn unary_param(op: &'static str, x: &DeviceArray, layout: &Layout, param: f64) -> Result<DeviceArray> {
+    check_view(op, x, layout)?;
+    float_only(op, x.dtype)?;
+    if !param.is_finite() {
+        return Err(RocmError::op(op, format!("the parameter must be finite, got {param}")));
+    }
+    crate::ops::unary(op, x, layout, param)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mismatched_views_name_both_shapes() {
+        let a = Layout::contiguous((2, 3));
+        let b = Layout::contiguous((3, 2));
+        let e = check_same_dims("cmp", &[("lhs", &a), ("rhs", &b)]).unwrap_err().to_string();
+        assert!(e.contains("rhs has shape [3, 2]") && e.contains("lhs has [2, 3]"), "{e}");
+        assert!(check_same_dims("cmp", &[("lhs", &a), ("rhs", &a.clone())]).is_ok());
+        assert!(check_same_dims("cmp", &[]).is_ok());
+    }
+
+    #[test]
+    fn every_cmp_op_has_an_entry_point() {
+        for op in Cmp::ALL {
+            for d in kernels::DType::ALL {
+                let name = format!("cmp_{}_{}", op.name(), d.suffix());
+                assert!(kernels::module_of(&name).is_some(), "{name}");
+            }
+        }
+        for d in kernels::DType::ALL {
+            assert!(kernels::module_of(&format!("where_u8_{}", d.suffix())).is_some());
+        }
+        for d in kernels::DType::FLOAT {
+            for op in ["powf", "elu"] {
+                assert!(kernels::module_of(&format!("unary_{op}_{}", d.suffix())).is_some());
+            }
+        }
+    }
+}
