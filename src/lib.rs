@@ -17,5 +17,5 @@ pub use candle_core::DType;
 pub use conv_engine::{Algorithm, Budget, Conv1dParams, Conv2dParams, Padding2d};
 pub use device::{Device, DeviceKind};
 pub use error::{Error, Result};
-pub use tensor::{PadMode, Tensor};
+pub use tensor::{Cmp, PadMode, Reduce, Tensor};
 pub use weights::Weights;

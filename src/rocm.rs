@@ -352,7 +352,6 @@ impl RocmTensor {
 /// How [`RocmTensor::reduce_dims`] lays a reduction out: the permutation that puts the kept
 /// dimensions first (in order) and the reduced ones last, the `[outer, len]` it then
 /// reduces over the last dimension, and the result's shape.
-#[allow(dead_code)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ReducePlan {
     pub perm: Vec<usize>,
@@ -362,7 +361,6 @@ pub(crate) struct ReducePlan {
 }
 
 /// Validates `dims` (each in range, no repeats, at least one) and plans the reduction.
-#[allow(dead_code)]
 pub(crate) fn reduce_plan(shape: &[usize], dims: &[usize], keepdim: bool) -> Result<ReducePlan> {
     if dims.is_empty() {
         return Err(Error::op("reduce", format!("no dimension to reduce of shape {shape:?}")));
@@ -393,7 +391,6 @@ pub(crate) fn reduce_plan(shape: &[usize], dims: &[usize], keepdim: bool) -> Res
 // The ops below give the ROCm backend candle's op surface (issue 8). `Tensor` wires them in
 // separately; until then they are reached through the GPU tests of this module and
 // rocm-backend's parity test, hence the allow.
-#[allow(dead_code)]
 impl RocmTensor {
     /// `self op rhs` as u8 (1 where it holds), with broadcasting.
     pub fn cmp(&self, op: rocm_backend::pointwise::Cmp, rhs: &RocmTensor) -> Result<RocmTensor> {

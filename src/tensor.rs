@@ -50,6 +50,9 @@ macro_rules! on_device {
     };
 }
 
+mod parity;
+pub use parity::{Cmp, Reduce};
+
 macro_rules! unary {
     ($($(#[$doc:meta])* $name:ident => $kernel:literal),* $(,)?) => {
         $(

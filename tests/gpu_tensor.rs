@@ -239,3 +239,108 @@ fn attention_and_to_device_round_trip() {
     let back = to_gpu(&x).to_device(&Device::cpu()).unwrap();
     assert_eq!(back.to_vec::<f32>().unwrap(), x.to_vec::<f32>().unwrap());
 }
+
+/// The candle-parity ops of `Tensor` (comparison, selection, indexing, reductions over
+/// several dimensions, 1-D / bilinear resampling, RMS norm, random) on ROCm against the CPU.
+#[test]
+fn parity_ops_match_the_cpu() {
+    use rocm_vision::{Cmp, Reduce};
+    let Some(g) = gpu() else { return };
+    let cpu = Device::cpu();
+    let mut rng = StdRng::seed_from_u64(23);
+    let mut checked = 0;
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        let (xc, xg) = rand_pair(&mut rng, &[2, 5, 6, 7], dt, &g);
+        let (yc, yg) = rand_pair(&mut rng, &[2, 5, 6, 7], dt, &g);
+        let (bc, bg) = rand_pair(&mut rng, &[5, 1, 7], dt, &g);
+        for op in Cmp::ALL {
+            close(&format!("cmp {op:?}"), &xg.cmp(op, &yg).unwrap(), &xc.cmp(op, &yc).unwrap());
+            close(&format!("cmp {op:?} broadcast"), &xg.cmp(op, &bg).unwrap(), &xc.cmp(op, &bc).unwrap());
+            checked += 2;
+        }
+        let (mc, mg) = (xc.cmp(Cmp::Gt, &yc).unwrap(), xg.cmp(Cmp::Gt, &yg).unwrap());
+        close("where_cond", &mg.where_cond(&xg, &yg).unwrap(), &mc.where_cond(&xc, &yc).unwrap());
+        let xt = |t: &Tensor| t.transpose(2, 3).unwrap();
+        close("powf", &xg.abs().unwrap().powf(1.7).unwrap(), &xc.abs().unwrap().powf(1.7).unwrap());
+        close("elu transposed", &xt(&xg).elu(0.8).unwrap(), &xt(&xc).elu(0.8).unwrap());
+        checked += 3;
+        for (dims, keep) in [(vec![1usize], true), (vec![3, 1], false), (vec![0, 2, 3], true)] {
+            for op in [Reduce::Sum, Reduce::Max, Reduce::Min] {
+                close(
+                    &format!("reduce {op:?} {dims:?} keepdim {keep}"),
+                    &xg.reduce(op, &dims, keep).unwrap(),
+                    &xc.reduce(op, &dims, keep).unwrap(),
+                );
+                checked += 1;
+            }
+        }
+        for op in [Reduce::ArgMax, Reduce::ArgMin] {
+            close(
+                &format!("{op:?} narrowed"),
+                &xg.narrow(3, 1, 5).unwrap().reduce(op, &[3], false).unwrap(),
+                &xc.narrow(3, 1, 5).unwrap().reduce(op, &[3], false).unwrap(),
+            );
+            checked += 1;
+        }
+        // Indexing with u32 and i64 ids.
+        let ids_u32: Vec<u32> = (0..4).map(|_| rng.random_range(0..6u32)).collect();
+        let ids_i64: Vec<i64> = ids_u32.iter().map(|&v| v as i64).collect();
+        for (ic, ig) in [
+            (
+                Tensor::from_vec(ids_u32.clone(), &[4], &cpu).unwrap(),
+                Tensor::from_vec(ids_u32.clone(), &[4], &g).unwrap(),
+            ),
+            (
+                Tensor::from_vec(ids_i64.clone(), &[4], &cpu).unwrap(),
+                Tensor::from_vec(ids_i64.clone(), &[4], &g).unwrap(),
+            ),
+        ] {
+            close("index_select", &xg.index_select(&ig, 2).unwrap(), &xc.index_select(&ic, 2).unwrap());
+            let (sc, sg) = rand_pair(&mut rng, &[2, 5, 4, 7], dt, &g);
+            close("index_add", &xg.index_add(&ig, &sg, 2).unwrap(), &xc.index_add(&ic, &sc, 2).unwrap());
+            checked += 2;
+        }
+        let gids: Vec<u32> = (0..2 * 5 * 3 * 7).map(|_| rng.random_range(0..6u32)).collect();
+        let (gc, gg) = (
+            Tensor::from_vec(gids.clone(), &[2, 5, 3, 7], &cpu).unwrap(),
+            Tensor::from_vec(gids, &[2, 5, 3, 7], &g).unwrap(),
+        );
+        close("gather", &xg.gather(&gg, 2).unwrap(), &xc.gather(&gc, 2).unwrap());
+        let (sc, sg) = rand_pair(&mut rng, &[2, 5, 3, 7], dt, &g);
+        close("scatter_add", &xg.scatter(&gg, &sg, 2, true).unwrap(), &xc.scatter(&gc, &sc, 2, true).unwrap());
+        checked += 2;
+        // Scatter-set with distinct ids per column (duplicates are order-dependent in candle too).
+        let perm: Vec<u32> = (0..2 * 5 * 3 * 7).map(|i| ((i / 7) % 3) as u32 * 2).collect();
+        let (pc, pg) = (
+            Tensor::from_vec(perm.clone(), &[2, 5, 3, 7], &cpu).unwrap(),
+            Tensor::from_vec(perm, &[2, 5, 3, 7], &g).unwrap(),
+        );
+        close("scatter", &xg.scatter(&pg, &sg, 2, false).unwrap(), &xc.scatter(&pc, &sc, 2, false).unwrap());
+        let (wc, wg) = rand_pair(&mut rng, &[7], dt, &g);
+        close("rms_norm", &xg.rms_norm(Some(&wg), 1e-6).unwrap(), &xc.rms_norm(Some(&wc), 1e-6).unwrap());
+        close(
+            "upsample_nearest1d",
+            &xg.reshape(&[2, 30, 7]).unwrap().upsample_nearest1d(17).unwrap(),
+            &xc.reshape(&[2, 30, 7]).unwrap().upsample_nearest1d(17).unwrap(),
+        );
+        for align in [false, true] {
+            close(
+                &format!("upsample_bilinear2d align_corners {align}"),
+                &xg.upsample_bilinear2d(11, 5, align).unwrap(),
+                &xc.upsample_bilinear2d(11, 5, align).unwrap(),
+            );
+        }
+        close(
+            "rand_uniform",
+            &Tensor::rand_uniform(&[3, 50], (-1.0, 2.0), 7, 5, dt, &g).unwrap(),
+            &Tensor::rand_uniform(&[3, 50], (-1.0, 2.0), 7, 5, dt, &cpu).unwrap(),
+        );
+        close(
+            "rand_normal",
+            &Tensor::rand_normal(&[3, 50], (0.5, 2.0), 9, 4, dt, &g).unwrap(),
+            &Tensor::rand_normal(&[3, 50], (0.5, 2.0), 9, 4, dt, &cpu).unwrap(),
+        );
+        checked += 7;
+    }
+    println!("{checked} parity checks passed");
+}

@@ -231,3 +231,95 @@ fn shape_ops_agree_with_candle() {
         }
     }
 }
+
+#[test]
+fn reductions_over_several_dimensions_match_definition() {
+    use rocm_vision::Reduce;
+    let mut rng = StdRng::seed_from_u64(rng_seed());
+    let shape = [2usize, 3, 4, 5];
+    let idx = |a: usize, b: usize, c: usize, d: usize| ((a * 3 + b) * 4 + c) * 5 + d;
+    for dt in DTYPES {
+        let (t, x) = tensor(&mut rng, &shape, dt);
+        // Over dims 1 and 3 (given out of order), without keepdim: shape [2, 4].
+        for op in [Reduce::Sum, Reduce::Max, Reduce::Min] {
+            let got = t.reduce(op, &[3, 1], false).unwrap();
+            assert_eq!(got.dims(), [2, 4]);
+            let mut want = Vec::new();
+            for a in 0..2 {
+                for c in 0..4 {
+                    let vals = (0..3).flat_map(|b| (0..5).map(move |d| (b, d))).map(|(b, d)| x[idx(a, b, c, d)]);
+                    want.push(match op {
+                        Reduce::Sum => vals.sum(),
+                        Reduce::Max => vals.fold(f64::MIN, f64::max),
+                        _ => vals.fold(f64::MAX, f64::min),
+                    });
+                }
+            }
+            // Sums of 15 values: the tolerance grows with the terms' magnitude (≤ 2 each).
+            let got_v = got.to_vec::<f64>().unwrap();
+            for (i, (g, w)) in got_v.iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= tol(dt) * 30.0, "{op:?} {dt:?}: element {i}: {g} vs {w}");
+            }
+            assert_eq!(t.reduce(op, &[3, 1], true).unwrap().dims(), [2, 1, 4, 1]);
+        }
+        let arg = t.reduce(Reduce::ArgMax, &[2], false).unwrap();
+        assert_eq!((arg.dims(), arg.dtype()), (&[2usize, 3, 5][..], DType::U32));
+        let arg = arg.to_vec::<u32>().unwrap();
+        for a in 0..2 {
+            for b in 0..3 {
+                for d in 0..5 {
+                    let best = (0..4).map(|c| x[idx(a, b, c, d)]).fold(f64::MIN, f64::max);
+                    assert_eq!(x[idx(a, b, arg[(a * 3 + b) * 5 + d] as usize, d)], best);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn parity_ops_reject_bad_arguments_by_name() {
+    use rocm_vision::{Cmp, Reduce};
+    let cpu = Device::cpu();
+    let x = Tensor::zeros(&[2, 3], DType::F32, &cpu).unwrap();
+    let h = Tensor::zeros(&[2, 3], DType::F16, &cpu).unwrap();
+    let msg = |r: rocm_vision::Result<Tensor>| r.unwrap_err().to_string();
+    assert!(msg(x.reduce(Reduce::Sum, &[1, 1], true)).contains("distinct"));
+    assert!(msg(x.reduce(Reduce::Sum, &[2], true)).contains("[2, 3]"));
+    assert!(msg(x.reduce(Reduce::ArgMax, &[0, 1], true)).contains("exactly one"));
+    assert!(msg(x.where_cond(&x, &x)).contains("u8"));
+    assert!(msg(x.cmp(Cmp::Lt, &h)).contains("dtypes differ"));
+    assert!(msg(x.rms_norm(Some(&x), 1e-5)).contains("expected [3]"));
+    assert!(msg(Tensor::rand_uniform(&[4], (1.0, 0.0), 1, 0, DType::F32, &cpu)).contains("above"));
+    assert!(msg(Tensor::rand_normal(&[4], (0.0, -1.0), 1, 0, DType::F32, &cpu)).contains("negative"));
+}
+
+#[test]
+fn random_tensors_are_reproducible_windows_of_one_stream() {
+    let cpu = Device::cpu();
+    let whole = Tensor::rand_uniform(&[1000], (-1.0, 3.0), 42, 0, DType::F32, &cpu).unwrap().to_vec::<f32>().unwrap();
+    let again = Tensor::rand_uniform(&[1000], (-1.0, 3.0), 42, 0, DType::F32, &cpu).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(whole, again, "same seed, same numbers");
+    let tail = Tensor::rand_uniform(&[10, 99], (-1.0, 3.0), 42, 10, DType::F32, &cpu).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(&whole[10..], &tail[..], "offset 10 continues the same stream");
+    let other = Tensor::rand_uniform(&[1000], (-1.0, 3.0), 43, 0, DType::F32, &cpu).unwrap().to_vec::<f32>().unwrap();
+    assert!(whole.iter().zip(&other).filter(|(a, b)| a == b).count() < 10, "another seed, other numbers");
+    assert!(whole.iter().all(|&v| (-1.0..3.0).contains(&v)));
+    let mean = whole.iter().map(|&v| v as f64).sum::<f64>() / 1000.0;
+    assert!((mean - 1.0).abs() < 0.15, "mean {mean}");
+    let n = Tensor::rand_normal(&[4000], (0.5, 2.0), 7, 0, DType::F32, &cpu).unwrap().to_vec::<f64>().unwrap();
+    let m = n.iter().sum::<f64>() / 4000.0;
+    let sd = (n.iter().map(|v| (v - m).powi(2)).sum::<f64>() / 4000.0).sqrt();
+    assert!((m - 0.5).abs() < 0.15 && (sd - 2.0).abs() < 0.15, "mean {m}, std {sd}");
+    let b = Tensor::rand_normal(&[8], (0.0, 1.0), 7, 0, DType::BF16, &cpu).unwrap();
+    assert_eq!(b.dtype(), DType::BF16);
+}
+
+/// A fresh seed per run, printed so that a failure can be repeated
+/// (`ROCM_VISION_TEST_SEED=<seed>`).
+fn rng_seed() -> u64 {
+    let s = std::env::var("ROCM_VISION_TEST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    println!("seed {s}");
+    s
+}
