@@ -6,12 +6,21 @@
 
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::{Mutex, MutexGuard};
 
 use miopen_sys::*;
 
-fn miopen_or_skip(test: &str) -> Option<MIOpen> {
+/// Serialises the tests of this binary. Debian's MIOpen 6.4.3 (+dfsg-1+b1) crashed with
+/// SIGSEGV in one of three runs when these tests ran on parallel threads, while one thread
+/// took the `miopenCreateWithStream` no-device error and another an error status out of
+/// `miopenGetConvolutionForwardOutputDim`; each test alone, or all of them one at a time,
+/// passed every time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn miopen_or_skip(test: &str) -> Option<(MutexGuard<'static, ()>, MIOpen)> {
+    let serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     match MIOpen::load() {
-        Ok(miopen) => Some(miopen),
+        Ok(miopen) => Some((serial, miopen)),
         Err(err @ LoadError::NotFound { .. }) => {
             if std::env::var_os("ROCM_VISION_REQUIRE_ROCM").is_some_and(|v| v == "1") {
                 panic!("ROCM_VISION_REQUIRE_ROCM=1 but MIOpen cannot be loaded: {err}");
@@ -25,7 +34,7 @@ fn miopen_or_skip(test: &str) -> Option<MIOpen> {
 
 #[test]
 fn every_bound_symbol_resolves_in_the_real_library() {
-    let Some(miopen) = miopen_or_skip("every_bound_symbol_resolves_in_the_real_library") else { return };
+    let Some((_serial, miopen)) = miopen_or_skip("every_bound_symbol_resolves_in_the_real_library") else { return };
     // Resolve each symbol again, independently of the generated bindings, and check that
     // the bound pointer is the library's.
     // SAFETY: reopening the library that is already loaded; its initialisers have run.
@@ -64,7 +73,7 @@ fn every_bound_symbol_resolves_in_the_real_library() {
 
 #[test]
 fn version_is_readable() {
-    let Some(miopen) = miopen_or_skip("version_is_readable") else { return };
+    let Some((_serial, miopen)) = miopen_or_skip("version_is_readable") else { return };
     let (major, minor, patch) = miopen.version().expect("miopenGetVersion");
     println!("MIOpen {major}.{minor}.{patch} from {}", miopen.path().display());
     // The headers these bindings were generated from are MIOpen 3.4 (ROCm 6.4).
@@ -74,7 +83,7 @@ fn version_is_readable() {
 
 #[test]
 fn status_strings_come_from_the_library() {
-    let Some(miopen) = miopen_or_skip("status_strings_come_from_the_library") else { return };
+    let Some((_serial, miopen)) = miopen_or_skip("status_strings_come_from_the_library") else { return };
     for &(status, name) in STATUS_NAMES {
         let err = miopen.error(status);
         assert_eq!(err.name, name);
@@ -91,7 +100,7 @@ fn status_strings_come_from_the_library() {
 /// null; it does not crash.
 #[test]
 fn create_handle_without_a_gpu_is_an_error_status() {
-    let Some(miopen) = miopen_or_skip("create_handle_without_a_gpu_is_an_error_status") else { return };
+    let Some((_serial, miopen)) = miopen_or_skip("create_handle_without_a_gpu_is_an_error_status") else { return };
     let mut handle: miopenHandle_t = ptr::null_mut();
     // SAFETY: writes one handle; a null stream is HIP's default stream.
     let status = unsafe { miopen.miopenCreateWithStream(&mut handle, ptr::null_mut()) };
@@ -112,7 +121,7 @@ fn create_handle_without_a_gpu_is_an_error_status() {
 /// shape, plain and transposed, grouped, computed by MIOpen through the bindings.
 #[test]
 fn descriptors_and_output_shape_work_without_a_gpu() {
-    let Some(miopen) = miopen_or_skip("descriptors_and_output_shape_work_without_a_gpu") else { return };
+    let Some((_serial, miopen)) = miopen_or_skip("descriptors_and_output_shape_work_without_a_gpu") else { return };
     let mut input: miopenTensorDescriptor_t = ptr::null_mut();
     let mut weight: miopenTensorDescriptor_t = ptr::null_mut();
     let mut conv: miopenConvolutionDescriptor_t = ptr::null_mut();
