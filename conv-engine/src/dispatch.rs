@@ -29,13 +29,22 @@ pub enum Algorithm {
     Gemm1x1,
     /// MIOpen's solver (ROCm, opt-in), workspace capped by the budget.
     Miopen,
+    /// Winograd F(2x2, 3x3) (CPU): 3x3, stride-1, dilation-1, ungrouped forward convs as
+    /// 16 GEMMs over transformed 4x4 tiles; chunked by blocks of tiles.
+    Winograd,
     /// Direct convolution: the reference, any parameters, no workspace.
     Direct,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 5] =
-        [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Miopen, Algorithm::Direct];
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::ImplicitGemm,
+        Algorithm::Im2colGemm,
+        Algorithm::Gemm1x1,
+        Algorithm::Miopen,
+        Algorithm::Winograd,
+        Algorithm::Direct,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -43,6 +52,7 @@ impl Algorithm {
             Algorithm::Im2colGemm => "Im2colGemm",
             Algorithm::Gemm1x1 => "Gemm1x1",
             Algorithm::Miopen => "Miopen",
+            Algorithm::Winograd => "Winograd",
             Algorithm::Direct => "Direct",
         }
     }

@@ -71,7 +71,7 @@ fn counted_workspace_stays_within_1_and_16_mib() {
     let warm = CpuConv::new(Budget::bytes(1 << 30));
     let x = Tensor::ones((1, 4, 8, 8), DType::F32, &Device::Cpu).unwrap();
     let w = Tensor::ones((4, 4, 3, 3), DType::F32, &Device::Cpu).unwrap();
-    for alg in [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Direct] {
+    for alg in [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Winograd, Algorithm::Direct] {
         warm.run_plan(
             &CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[alg]).plan(&conv_problem(&x, &w)).unwrap(),
             &x,
@@ -96,7 +96,13 @@ fn counted_workspace_stays_within_1_and_16_mib() {
             let tol = if dt == DType::F32 { 1e-5 } else { 1e-2 } * scale;
 
             for &budget in &[1usize << 20, 16 << 20] {
-                for alg in [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct] {
+                for alg in [
+                    Algorithm::ImplicitGemm,
+                    Algorithm::Im2colGemm,
+                    Algorithm::Gemm1x1,
+                    Algorithm::Winograd,
+                    Algorithm::Direct,
+                ] {
                     // Direct is the zero-workspace fallback; on the large shapes it only
                     // costs test time.
                     if alg == Algorithm::Direct && problem.geometry.flops() > 200_000_000 {

@@ -82,6 +82,17 @@ fn random_case(rng: &mut StdRng, special: usize) -> Case {
                 c = cpg;
                 k = kpg;
             }
+            // 3x3, stride 1, dilation 1, ungrouped 2-D forward: the Winograd shape (any
+            // padding, asymmetric included).
+            4 => {
+                kern = [3, 3];
+                stride = [1, 1];
+                dil = [1, 1];
+                groups = 1;
+                c = cpg;
+                k = kpg;
+                transposed = false;
+            }
             _ => {}
         }
         let max_op = |d: usize| stride[d].max(dil[d]) - 1;
@@ -148,7 +159,7 @@ fn check(engine: &CpuConv, case: &Case, x: &Tensor, w: &Tensor, b: Option<&Tenso
 fn every_algorithm_matches_the_f64_reference_on_600_problems() {
     let mut rng = StdRng::seed_from_u64(0x5eed_c0de);
     let engines: Vec<(Algorithm, CpuConv)> =
-        [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct]
+        [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
             .into_iter()
             .map(|a| (a, CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[a])))
             .collect();
@@ -201,7 +212,108 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
         assert!(*count >= 10, "only {count} problems cover {name}");
     }
     assert_eq!(coverage.len(), 12, "some parameter class was never generated: {coverage:?}");
-    for alg in ["ImplicitGemm f32", "ImplicitGemm bf16", "Im2colGemm f32", "Gemm1x1 f32", "Direct bf16"] {
-        assert!(runs.get(alg).copied().unwrap_or(0) >= 20, "{alg} ran only {:?} times", runs.get(alg));
+    for alg in [
+        "ImplicitGemm f32",
+        "ImplicitGemm bf16",
+        "Im2colGemm f32",
+        "Gemm1x1 f32",
+        "Winograd f32",
+        "Winograd f16",
+        "Winograd bf16",
+        "Direct bf16",
+    ] {
+        let min = if alg.starts_with("Winograd f16") || alg.starts_with("Winograd bf16") { 10 } else { 20 };
+        assert!(runs.get(alg).copied().unwrap_or(0) >= min, "{alg} ran only {:?} times", runs.get(alg));
+    }
+}
+
+/// Winograd on 3x3 stride-1 problems big enough to span several tile blocks, partial
+/// tiles on both edges, batch > 1 and asymmetric padding, in every dtype, with a roomy
+/// budget and with one that forces one-panel blocks; reports the worst f32 error relative
+/// to the largest reference magnitude.
+#[test]
+fn winograd_matches_the_reference_on_larger_3x3_problems() {
+    let mut rng = StdRng::seed_from_u64(0x3a3);
+    // (N, C, H, W, K, padding top, bottom, left, right)
+    type Shape = (usize, usize, usize, usize, usize, usize, usize, usize, usize);
+    let shapes: &[Shape] = &[
+        (1, 64, 37, 29, 48, 1, 1, 1, 1),
+        (2, 19, 23, 41, 13, 0, 2, 2, 0),
+        (1, 256, 18, 21, 64, 1, 1, 1, 1),
+        (3, 7, 9, 5, 33, 2, 0, 0, 1),
+        (1, 3, 4, 4, 5, 0, 0, 0, 0),
+        (1, 512, 9, 9, 8, 1, 1, 1, 1),
+        // Wide rows: whole 16-tile panels inside one tile row (the contiguous fast paths),
+        // one ending exactly at the right edge, next to partial ones.
+        (1, 24, 10, 70, 20, 1, 1, 1, 1),
+        (2, 5, 7, 66, 9, 0, 1, 0, 0),
+    ];
+    let mut worst_f32 = 0f64;
+    let mut runs = 0;
+    for &(n, c, h, w, k, pt, pb, pl, pr) in shapes {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let params = Conv2dParams { padding: Padding2d::tblr(pt, pb, pl, pr), ..Default::default() };
+            let p = ConvProblem::conv2d(&[n, c, h, w], &[k, c, 3, 3], dt, dt, &params).unwrap();
+            let (x, xv) = random_tensor(&mut rng, &p.input_shape(), dt);
+            let (wt, wv) = random_tensor(&mut rng, &p.weight_shape(), dt);
+            let (b, bv) = random_tensor(&mut rng, &[k], dt);
+            let want = conv_f64(&p, &xv, &wv, Some(&bv));
+            let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+            let roomy = CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[Algorithm::Winograd]);
+            // The transformed weights (16 × K padded to 6 × C floats) and a little more
+            // than one panel of 16 tiles (16 × (C + K padded) × 16 floats).
+            let k_pad = k.div_ceil(6) * 6;
+            let tight_bytes = (16 * k_pad * c + 16 * (c + k_pad) * 16 * 3 / 2) * 4;
+            let tight = CpuConv::new(Budget::bytes(tight_bytes)).with_allowed(&[Algorithm::Winograd]);
+            for (what, engine) in [("roomy", &roomy), ("tight", &tight)] {
+                let plan = engine.plan(&p).unwrap_or_else(|e| panic!("{p}: {what}: {e}"));
+                assert_eq!(plan.algorithm, Algorithm::Winograd);
+                assert!(plan.workspace_bytes <= engine.budget().resolve(|| 0), "{p}: {what}: {plan:?}");
+                let case = Case { problem: p, bias: true };
+                check(engine, &case, &x, &wt, Some(&b), &want, &format!("Winograd ({what} budget)"));
+                // Chunked by one image and 3 output rows (tile anchors off the 2-row grid).
+                let chunked = conv_engine::Plan {
+                    chunking: conv_engine::Chunking { batch_per_chunk: 1, rows_per_chunk: 3 },
+                    ..plan.clone()
+                };
+                let out = engine.run_plan(&chunked, &x, &wt, Some(&b)).unwrap();
+                let got = out.flatten_all().unwrap().to_dtype(DType::F64).unwrap().to_vec1::<f64>().unwrap();
+                let tol = tolerance(dt) * scale;
+                for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+                    assert!((g - r).abs() <= tol, "{p}: {what}, chunked by 3 rows: element {i}: {g} vs {r}");
+                }
+                if dt == DType::F32 {
+                    let out = engine.run(&p, &x, &wt, Some(&b)).unwrap();
+                    let got = out.flatten_all().unwrap().to_dtype(DType::F64).unwrap().to_vec1::<f64>().unwrap();
+                    let err = got.iter().zip(&want).fold(0f64, |m, (g, r)| m.max((g - r).abs()));
+                    worst_f32 = worst_f32.max(err / scale);
+                }
+                runs += 1;
+            }
+        }
+    }
+    println!("Winograd: {runs} runs, worst f32 error {worst_f32:.2e} of the largest reference magnitude");
+    assert_eq!(runs, shapes.len() * 3 * 2);
+}
+
+/// Winograd is refused where it does not apply, and applies to every padding.
+#[test]
+fn winograd_is_offered_only_for_3x3_stride_1() {
+    let engine = CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[Algorithm::Winograd]);
+    let dt = DType::F32;
+    let base = Conv2dParams { padding: Padding2d::tblr(0, 2, 1, 0), ..Default::default() };
+    assert!(engine.plan(&ConvProblem::conv2d(&[1, 4, 9, 9], &[4, 4, 3, 3], dt, dt, &base).unwrap()).is_ok());
+    let refused = [
+        ConvProblem::conv2d(&[1, 4, 9, 9], &[4, 4, 3, 3], dt, dt, &Conv2dParams { stride: [2, 2], ..base }),
+        ConvProblem::conv2d(&[1, 4, 9, 9], &[4, 4, 3, 3], dt, dt, &Conv2dParams { dilation: [2, 2], ..base }),
+        ConvProblem::conv2d(&[1, 4, 9, 9], &[4, 2, 3, 3], dt, dt, &Conv2dParams { groups: 2, ..base }),
+        ConvProblem::conv2d(&[1, 4, 9, 9], &[4, 4, 5, 5], dt, dt, &base),
+        ConvProblem::conv2d(&[1, 4, 9, 9], &[4, 4, 3, 1], dt, dt, &base),
+        ConvProblem::conv_transpose2d(&[1, 4, 9, 9], &[4, 4, 3, 3], dt, dt, &Conv2dParams::default()),
+        ConvProblem::conv1d(&[1, 4, 9], &[4, 4, 3], dt, dt, &Conv1dParams::default()),
+    ];
+    for p in refused {
+        let p = p.unwrap();
+        assert!(engine.plan(&p).is_err(), "{p}: Winograd offered");
     }
 }

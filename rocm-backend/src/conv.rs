@@ -50,6 +50,8 @@ fn tflops(family: ArchFamily, alg: Algorithm, dtype: ConvDType) -> f64 {
         (Algorithm::Im2colGemm | Algorithm::Gemm1x1, true, _) => 60.0,
         (Algorithm::Direct, _, _) => 1.0,
         (Algorithm::Miopen, _, _) => 20.0,
+        // Not offered on ROCm (CPU only); never reached.
+        (Algorithm::Winograd, _, _) => 0.0,
     }
 }
 
@@ -121,6 +123,8 @@ impl AlgorithmCatalog for RocmCatalog {
             Algorithm::Gemm1x1 => is_gemm1x1(p).then_some(0),
             Algorithm::Im2colGemm => col_elems(p, chunk).map(|e| e * p.dtype.size_in_bytes()),
             Algorithm::Miopen => miopen_workspace(&self.device, p, chunk, limit),
+            // CPU only: not offered by this catalog.
+            Algorithm::Winograd => None,
         }
     }
 
@@ -794,6 +798,9 @@ pub fn run_plan_fused(
         Algorithm::Miopen => {
             run_miopen_into(device, plan, x, w, &out)?;
             add_bias(device, &out, bias, g.batch, g.out_channels, pp * qq)?;
+        }
+        Algorithm::Winograd => {
+            return Err(RocmError::op("conv", "Winograd is a CPU algorithm, not offered on ROCm".to_string()));
         }
     }
     let _ = es;

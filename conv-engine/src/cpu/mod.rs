@@ -4,6 +4,7 @@
 mod candle_conv;
 pub mod direct;
 mod gemm1x1;
+mod winograd;
 
 use crate::budget::{Budget, DEFAULT_CPU_WORKSPACE, host_free_bytes};
 use crate::dispatch::{Algorithm, AlgorithmCatalog, BudgetState, Chunk, Dispatcher, Plan};
@@ -14,6 +15,31 @@ use candle_core::{Device, Storage, Tensor, WithDType};
 use half::{bf16, f16};
 use implicit_gemm::ConvGeometry;
 use implicit_gemm::cpu::{CpuConvPlan, Element, MicroKernel};
+
+/// Winograd's rate in GFLOP/s per thread of the direct convolution's FLOP count (it does
+/// 2.25x fewer multiplies, but its transforms cost per channel, so it pays off only with
+/// enough channels). Set from `benches/winograd_vs_implicit_gemm.rs` (ImplicitGemm and
+/// Winograd back to back, best of alternating rounds, one 3x3 pad-1 image, 2-core Zen 3
+/// shared with other builds, 2026-12-03). Winograd / ImplicitGemm over three runs:
+/// f32 0.72-0.87 at 32 channels (256²), 0.94-1.15 at 64 (130², 200²), 1.15-1.34 at 128
+/// (128²), 1.26-1.59 at 256 (64²), 1.15-1.43 at 512 (32²); f16 0.9-0.98, 0.99-1.28,
+/// 0.98-1.28, 1.21-1.43, 1.22-1.36. Scaled to ImplicitGemm's rates below (55 and 45);
+/// at 64 channels it is close to a tie.
+fn winograd_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
+    let f32_rate = match channels {
+        0..=32 => 40.0,
+        33..=64 => 58.0,
+        65..=128 => 65.0,
+        _ => 75.0,
+    };
+    let half_rate = match channels {
+        0..=32 => 38.0,
+        33..=64 => 46.0,
+        65..=128 => 50.0,
+        _ => 55.0,
+    };
+    if dtype == ConvDType::F32 { f32_rate } else { half_rate }
+}
 
 /// Sustained GFLOP/s per thread of each CPU algorithm on the VAE-decoder shapes, measured
 /// on a 2-core Zen 3 (AVX2/FMA) with `cargo bench --bench conv` (docs/measurements/).
@@ -26,13 +52,16 @@ fn gflops_per_thread(alg: Algorithm, dtype: ConvDType) -> f64 {
         (Algorithm::Gemm1x1, _) => 15.0,
         (Algorithm::Im2colGemm, ConvDType::F32) => 25.0,
         (Algorithm::Im2colGemm, _) => 6.0,
+        // Channel-dependent: see `winograd_gflops_per_thread`.
+        (Algorithm::Winograd, _) => 0.0,
         (Algorithm::Direct, _) => 0.8,
         (Algorithm::Miopen, _) => 0.0,
     }
 }
 
 /// The CPU's algorithms: `ImplicitGemm`, `Im2colGemm` (candle's own conv), `Gemm1x1` (the
-/// gemm crate over the input in place) and `Direct`.
+/// gemm crate over the input in place), `Winograd` (F(2x2, 3x3) for 3x3 stride-1 convs)
+/// and `Direct`.
 #[derive(Clone, Debug)]
 pub struct CpuCatalog {
     threads: usize,
@@ -55,6 +84,12 @@ impl CpuCatalog {
 
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// The Winograd plan for a chunk (blocks shrunk to fit `limit` where possible), or
+    /// `None` when the problem is not a 3x3 stride-1 one.
+    fn winograd_plan(&self, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<winograd::WinogradPlan> {
+        winograd::WinogradPlan::fitted(problem, chunk, &chunk_geometry(problem, chunk), self.kernel, limit)
     }
 
     /// The executor plan for a chunk, with tiles shrunk (down to one worker) until its
@@ -83,7 +118,7 @@ impl AlgorithmCatalog for CpuCatalog {
     }
 
     fn algorithms(&self) -> Vec<Algorithm> {
-        vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct]
+        vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
     }
 
     fn workspace_bytes(&self, alg: Algorithm, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
@@ -92,6 +127,7 @@ impl AlgorithmCatalog for CpuCatalog {
             Algorithm::Direct => Some(0),
             Algorithm::Im2colGemm => candle_conv::workspace_bytes(problem, chunk, self.threads),
             Algorithm::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
+            Algorithm::Winograd => self.winograd_plan(problem, chunk, limit).map(|p| p.workspace_bytes()),
             Algorithm::Miopen => None,
         }
     }
@@ -100,7 +136,11 @@ impl AlgorithmCatalog for CpuCatalog {
         let g = &problem.geometry;
         let share = (chunk.batch.len() * chunk.rows.len()) as f64 / (g.batch * g.out_hw()[0]) as f64;
         let flops = g.flops() as f64 * share;
-        let rate = gflops_per_thread(alg, problem.dtype) * 1e9 * self.threads as f64;
+        let per_thread = match alg {
+            Algorithm::Winograd => winograd_gflops_per_thread(problem.dtype, g.in_channels.min(g.out_channels)),
+            _ => gflops_per_thread(alg, problem.dtype),
+        };
+        let rate = per_thread * 1e9 * self.threads as f64;
         // Small problems are dominated by fixed costs (thread start-up, packing set-up).
         let fixed = match alg {
             Algorithm::Direct => 2e-6,
@@ -269,6 +309,15 @@ impl CpuConv {
             match plan.algorithm {
                 Algorithm::ImplicitGemm => {
                     let exec = self.dispatcher.catalog().implicit_plan(problem, &chunk, plan.workspace_limit);
+                    let mut ws = self.meter.alloc_f32(exec.workspace_floats());
+                    exec.run(xs, w, b, os, &mut ws);
+                }
+                Algorithm::Winograd => {
+                    let exec = self
+                        .dispatcher
+                        .catalog()
+                        .winograd_plan(problem, &chunk, plan.workspace_limit)
+                        .expect("the dispatcher offers Winograd only for problems it supports");
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats());
                     exec.run(xs, w, b, os, &mut ws);
                 }
