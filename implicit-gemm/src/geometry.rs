@@ -124,6 +124,17 @@ impl ConvGeometry {
         self.batch * self.out_channels * p * q
     }
 
+    /// Panics unless the buffers have this geometry's lengths: the executors' internal
+    /// contract (callers validate user input before they get here).
+    pub fn assert_buffer_lengths(&self, input: usize, weight: usize, bias: Option<usize>, output: usize) {
+        assert_eq!(input, self.input_len(), "input length");
+        assert_eq!(weight, self.weight_len(), "weight length");
+        assert_eq!(output, self.output_len(), "output length");
+        if let Some(b) = bias {
+            assert_eq!(b, self.out_channels, "bias length");
+        }
+    }
+
     /// Multiply-adds × 2 that contribute to the output (padding taps excluded only for
     /// the transposed case, where they are structurally absent).
     pub fn flops(&self) -> u64 {

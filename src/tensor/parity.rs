@@ -13,18 +13,6 @@ use candle_core::DType;
 pub use rocm_backend::ops::Reduce;
 pub use rocm_backend::pointwise::Cmp;
 
-fn candle_cmp(op: Cmp) -> candle_core::op::CmpOp {
-    use candle_core::op::CmpOp;
-    match op {
-        Cmp::Eq => CmpOp::Eq,
-        Cmp::Ne => CmpOp::Ne,
-        Cmp::Lt => CmpOp::Lt,
-        Cmp::Le => CmpOp::Le,
-        Cmp::Gt => CmpOp::Gt,
-        Cmp::Ge => CmpOp::Ge,
-    }
-}
-
 fn is_half(dtype: DType) -> bool {
     matches!(dtype, DType::F16 | DType::BF16)
 }
@@ -50,7 +38,7 @@ impl Tensor {
             Storage::Cpu(a) => {
                 let b = self.cpu_operand(rhs, "cmp")?;
                 let shape = a.shape().broadcast_shape_binary_op(b.shape(), "cmp")?;
-                self.wrap_cpu(a.broadcast_as(shape.clone())?.cmp(&b.broadcast_as(shape)?, candle_cmp(op))?)
+                self.wrap_cpu(a.broadcast_as(shape.clone())?.cmp(&b.broadcast_as(shape)?, op.to_candle())?)
             }
             Storage::Rocm(a) => self.wrap_rocm(a.cmp(op, self.rocm_operand(rhs, "cmp")?)?),
         }

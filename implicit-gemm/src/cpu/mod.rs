@@ -198,12 +198,7 @@ impl CpuConvPlan {
         workspace: &mut [f32],
     ) {
         let g = &self.geom;
-        assert_eq!(input.len(), g.input_len(), "input length");
-        assert_eq!(weight.len(), g.weight_len(), "weight length");
-        assert_eq!(output.len(), g.output_len(), "output length");
-        if let Some(b) = bias {
-            assert_eq!(b.len(), g.out_channels, "bias length");
-        }
+        g.assert_buffer_lengths(input.len(), weight.len(), bias.map(<[T]>::len), output.len());
         assert!(workspace.len() >= self.workspace_floats(), "workspace too small");
         let (a_pack, slots) = workspace.split_at_mut(self.a_floats());
         self.pack_weights(weight, a_pack);
