@@ -43,8 +43,8 @@ fn winograd_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
 
 /// Sustained GFLOP/s per thread of each CPU algorithm on the VAE-decoder shapes, measured
 /// on a 2-core Zen 3 (AVX2/FMA) with `cargo bench --bench conv` (docs/measurements/).
-/// Only their ratios matter to the dispatcher.
-fn gflops_per_thread(alg: Algorithm, dtype: ConvDType) -> f64 {
+/// Only their ratios matter to the dispatcher. `channels` is min(C, K).
+fn gflops_per_thread(alg: Algorithm, dtype: ConvDType, channels: usize) -> f64 {
     match (alg, dtype) {
         (Algorithm::ImplicitGemm, ConvDType::F32) => 55.0,
         (Algorithm::ImplicitGemm, _) => 45.0,
@@ -54,8 +54,7 @@ fn gflops_per_thread(alg: Algorithm, dtype: ConvDType) -> f64 {
         (Algorithm::Gemm1x1, _) => 15.0,
         (Algorithm::Im2colGemm, ConvDType::F32) => 25.0,
         (Algorithm::Im2colGemm, _) => 6.0,
-        // Channel-dependent: see `winograd_gflops_per_thread`.
-        (Algorithm::Winograd, _) => 0.0,
+        (Algorithm::Winograd, _) => winograd_gflops_per_thread(dtype, channels),
         (Algorithm::Direct, _) => 0.8,
         (Algorithm::Miopen, _) => 0.0,
     }
@@ -138,10 +137,7 @@ impl AlgorithmCatalog for CpuCatalog {
         let g = &problem.geometry;
         let share = (chunk.batch.len() * chunk.rows.len()) as f64 / (g.batch * g.out_hw()[0]) as f64;
         let flops = g.flops() as f64 * share;
-        let per_thread = match alg {
-            Algorithm::Winograd => winograd_gflops_per_thread(problem.dtype, g.in_channels.min(g.out_channels)),
-            _ => gflops_per_thread(alg, problem.dtype),
-        };
+        let per_thread = gflops_per_thread(alg, problem.dtype, g.in_channels.min(g.out_channels));
         let rate = per_thread * 1e9 * self.threads as f64;
         // Small problems are dominated by fixed costs (thread start-up, packing set-up).
         let fixed = match alg {
