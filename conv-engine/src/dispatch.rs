@@ -88,8 +88,24 @@ pub struct Chunking {
     pub rows_per_chunk: usize,
 }
 
+impl Chunking {
+    /// The first (and largest) chunk of `problem` under this chunking.
+    pub fn first(&self, problem: &ConvProblem) -> Chunk {
+        let g = &problem.geometry;
+        Chunk { batch: 0..self.batch_per_chunk.min(g.batch), rows: 0..self.rows_per_chunk.min(g.out_hw()[0]) }
+    }
+}
+
 /// What a device knows about its algorithms.
+///
+/// For each (algorithm, chunking) the catalog first chooses the kernel that will run it
+/// ([`AlgorithmCatalog::kernel`]: tile configuration, split-K, layout, microkernel). That
+/// one decision goes into the [`Plan`]; the workspace, the cost and the execution all read
+/// it from there, so the estimate and the run cannot drift apart.
 pub trait AlgorithmCatalog: Send + Sync {
+    /// The device's record of a chosen kernel (shown in the `conv plan` trace line).
+    type Kernel: Clone + fmt::Debug + fmt::Display + PartialEq + Send + Sync;
+
     /// Identifies the device and its library versions in cache keys and logs
     /// (e.g. `cpu/avx2fma/2 threads`, `rocm/gfx1100/hip 6.4.43484/rocblas 4.4`).
     fn device_key(&self) -> String;
@@ -97,22 +113,31 @@ pub trait AlgorithmCatalog: Send + Sync {
     /// The algorithms this device can run, in no particular order.
     fn algorithms(&self) -> Vec<Algorithm>;
 
-    /// Exact workspace bytes `algorithm` allocates for `chunk` of `problem`, or `None`
-    /// when it cannot run that chunk (unsupported parameters, or chunking by rows that
-    /// this algorithm cannot do). An algorithm whose workspace can shrink (smaller tiles,
-    /// fewer workers) sizes itself to fit `limit` where it can; the answer may still
-    /// exceed `limit`. Execution is given the same `limit` (the plan's
-    /// `workspace_limit`), so it allocates exactly what was answered here.
-    fn workspace_bytes(
+    /// The kernel `algorithm` runs `problem` with when it is split by `chunking`, or
+    /// `None` when it cannot run it so (unsupported parameters, or chunks of a shape this
+    /// algorithm cannot run). An algorithm whose kernel can shrink its workspace (smaller
+    /// tiles, fewer workers) sizes it to fit `limit` where it can.
+    fn kernel(
         &self,
         algorithm: Algorithm,
+        problem: &ConvProblem,
+        chunking: Chunking,
+        limit: usize,
+    ) -> Option<Self::Kernel>;
+
+    /// Exact workspace bytes `kernel` allocates for `chunk` of `problem`, or `None` when it
+    /// cannot run that chunk. Execution is given the plan's `workspace_limit` back, so it
+    /// allocates exactly what was answered here.
+    fn workspace_bytes(
+        &self,
+        kernel: &Self::Kernel,
         problem: &ConvProblem,
         chunk: &Chunk,
         limit: usize,
     ) -> Option<usize>;
 
-    /// Estimated seconds to run `chunk` of `problem` with `algorithm`.
-    fn estimated_seconds(&self, algorithm: Algorithm, problem: &ConvProblem, chunk: &Chunk) -> f64;
+    /// Estimated seconds to run `chunk` of `problem` with `kernel`.
+    fn estimated_seconds(&self, kernel: &Self::Kernel, problem: &ConvProblem, chunk: &Chunk) -> f64;
 }
 
 /// The budget as the dispatcher sees it for one decision.
@@ -130,11 +155,14 @@ impl BudgetState {
     }
 }
 
-/// The dispatcher's decision for one problem.
+/// The dispatcher's decision for one problem: the algorithm, the kernel the device's
+/// catalog chose for it (`K`, the catalog's [`AlgorithmCatalog::Kernel`]) and the chunking.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
+pub struct Plan<K> {
     pub problem: ConvProblem,
     pub algorithm: Algorithm,
+    /// What runs every chunk; execution reads it instead of choosing again.
+    pub kernel: K,
     pub chunking: Chunking,
     /// Peak workspace of the largest chunk.
     pub workspace_bytes: usize,
@@ -146,7 +174,7 @@ pub struct Plan {
     pub measured: bool,
 }
 
-impl Plan {
+impl<K> Plan<K> {
     /// The chunks in execution order (batch outer, rows inner).
     pub fn chunks(&self) -> Vec<Chunk> {
         chunk_list(&self.problem, self.chunking)
@@ -175,13 +203,18 @@ fn chunk_list(problem: &ConvProblem, c: Chunking) -> Vec<Chunk> {
 
 /// Plans already made, and times measured, keyed by problem (dtype included) and the set
 /// of allowed algorithms. Safe to share between threads.
-#[derive(Default)]
-pub struct PlanCache {
-    plans: Mutex<HashMap<(ConvProblem, Vec<Algorithm>), Plan>>,
+pub struct PlanCache<K> {
+    plans: Mutex<HashMap<(ConvProblem, Vec<Algorithm>), Plan<K>>>,
     measured: Mutex<HashMap<(ConvProblem, Algorithm), f64>>,
 }
 
-impl PlanCache {
+impl<K> Default for PlanCache<K> {
+    fn default() -> Self {
+        PlanCache { plans: Mutex::default(), measured: Mutex::default() }
+    }
+}
+
+impl<K> PlanCache<K> {
     /// Records a measured run time, which then replaces the cost model's estimate for
     /// that (problem, algorithm) and invalidates plans made for the problem.
     pub fn record_measurement(&self, problem: &ConvProblem, algorithm: Algorithm, seconds: f64) {
@@ -209,7 +242,7 @@ const PER_CHUNK_SECONDS: f64 = 20e-6;
 pub struct Dispatcher<C: AlgorithmCatalog> {
     catalog: C,
     allowed: Vec<Algorithm>,
-    cache: PlanCache,
+    cache: PlanCache<C::Kernel>,
 }
 
 impl<C: AlgorithmCatalog> Dispatcher<C> {
@@ -233,7 +266,7 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
         &self.catalog
     }
 
-    pub fn cache(&self) -> &PlanCache {
+    pub fn cache(&self) -> &PlanCache<C::Kernel> {
         &self.cache
     }
 
@@ -243,7 +276,7 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
 
     /// The plan for `problem` given the budget, from the cache when a cached plan still
     /// fits. Emits one `tracing` event per decision.
-    pub fn plan(&self, problem: &ConvProblem, budget: BudgetState) -> Result<Plan, ConvError> {
+    pub fn plan(&self, problem: &ConvProblem, budget: BudgetState) -> Result<Plan<C::Kernel>, ConvError> {
         let key = (*problem, self.allowed.clone());
         if let Some(plan) = self.cache.plans.lock().expect("plan cache poisoned").get(&key)
             && plan.workspace_bytes <= budget.available()
@@ -258,11 +291,11 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
     }
 
     /// Every feasible (algorithm, chunking) with its cost; the cheapest wins.
-    fn choose(&self, problem: &ConvProblem, budget: BudgetState) -> Result<Plan, ConvError> {
+    fn choose(&self, problem: &ConvProblem, budget: BudgetState) -> Result<Plan<C::Kernel>, ConvError> {
         let available = budget.available();
         let g = &problem.geometry;
         let rows = g.out_hw()[0];
-        let mut best: Option<Plan> = None;
+        let mut best: Option<Plan<C::Kernel>> = None;
         // The smallest workspace any allowed algorithm needs, for the error message.
         let mut smallest: Option<(usize, Algorithm, &'static str)> = None;
         let mut any_supported = false;
@@ -284,7 +317,8 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
         for &alg in &self.allowed {
             for &(chunking, unit) in &chunkings {
                 // None: the algorithm cannot run chunks of this shape; try the next.
-                let Some(ws) = self.max_workspace(alg, problem, chunking, available) else { continue };
+                let Some(kernel) = self.catalog.kernel(alg, problem, chunking, available) else { continue };
+                let Some(ws) = self.max_workspace(&kernel, problem, chunking, available) else { continue };
                 any_supported = true;
                 if smallest.is_none_or(|(s, _, _)| ws < s) {
                     smallest = Some((ws, alg, unit));
@@ -295,12 +329,13 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
                 let chunks = chunk_list(problem, chunking);
                 let measured = self.cache.measurement(problem, alg).filter(|_| chunks.len() == 1);
                 let seconds = measured.unwrap_or_else(|| {
-                    chunks.iter().map(|c| self.catalog.estimated_seconds(alg, problem, c)).sum::<f64>()
+                    chunks.iter().map(|c| self.catalog.estimated_seconds(&kernel, problem, c)).sum::<f64>()
                         + PER_CHUNK_SECONDS * (chunks.len() - 1) as f64
                 });
                 let plan = Plan {
                     problem: *problem,
                     algorithm: alg,
+                    kernel,
                     chunking,
                     workspace_bytes: ws,
                     workspace_limit: available,
@@ -337,7 +372,13 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
 
     /// The largest workspace over a chunking's chunks. Chunks of the same size differ only
     /// at the borders (padding), so the first, a middle and the last chunk stand for all.
-    fn max_workspace(&self, alg: Algorithm, problem: &ConvProblem, chunking: Chunking, limit: usize) -> Option<usize> {
+    fn max_workspace(
+        &self,
+        kernel: &C::Kernel,
+        problem: &ConvProblem,
+        chunking: Chunking,
+        limit: usize,
+    ) -> Option<usize> {
         let chunks = chunk_list(problem, chunking);
         let picks: Vec<&Chunk> = if chunks.len() <= 8 {
             chunks.iter().collect()
@@ -346,18 +387,19 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
         };
         let mut max = 0;
         for c in picks {
-            max = max.max(self.catalog.workspace_bytes(alg, problem, c, limit)?);
+            max = max.max(self.catalog.workspace_bytes(kernel, problem, c, limit)?);
         }
         Some(max)
     }
 }
 
-fn trace_decision<C: AlgorithmCatalog>(catalog: &C, plan: &Plan, budget: BudgetState, cached: bool) {
+fn trace_decision<C: AlgorithmCatalog>(catalog: &C, plan: &Plan<C::Kernel>, budget: BudgetState, cached: bool) {
     tracing::debug!(
         target: "conv_engine::dispatch",
         device = %catalog.device_key(),
         problem = %plan.problem,
         algorithm = %plan.algorithm,
+        kernel = %plan.kernel,
         workspace_bytes = plan.workspace_bytes,
         workspace = %format_bytes(plan.workspace_bytes),
         chunks = plan.chunk_count(),
@@ -390,6 +432,7 @@ mod tests {
         b_offered: bool,
     }
     impl AlgorithmCatalog for Toy {
+        type Kernel = Algorithm;
         fn device_key(&self) -> String {
             "toy".into()
         }
@@ -400,13 +443,16 @@ mod tests {
             }
             v
         }
-        fn workspace_bytes(&self, a: Algorithm, _p: &ConvProblem, c: &Chunk, _limit: usize) -> Option<usize> {
+        fn kernel(&self, a: Algorithm, _p: &ConvProblem, _c: Chunking, _limit: usize) -> Option<Algorithm> {
+            Some(a)
+        }
+        fn workspace_bytes(&self, a: &Algorithm, _p: &ConvProblem, c: &Chunk, _limit: usize) -> Option<usize> {
             Some(match a {
                 Algorithm::Im2colGemm => 1000 * c.batch.len() * c.rows.len(),
                 _ => 0,
             })
         }
-        fn estimated_seconds(&self, a: Algorithm, _p: &ConvProblem, c: &Chunk) -> f64 {
+        fn estimated_seconds(&self, a: &Algorithm, _p: &ConvProblem, c: &Chunk) -> f64 {
             let work = (c.batch.len() * c.rows.len()) as f64;
             match a {
                 Algorithm::Im2colGemm => work,

@@ -14,7 +14,7 @@ pub mod reference;
 pub mod workspace;
 
 pub use budget::{Budget, format_bytes};
-pub use cpu::{CpuCatalog, CpuConv};
+pub use cpu::{CpuCatalog, CpuConv, CpuKernel, CpuPlan};
 pub use dispatch::{Algorithm, AlgorithmCatalog, BudgetState, Chunk, Chunking, Dispatcher, Plan, PlanCache};
 pub use error::ConvError;
 pub use problem::{Conv1dParams, Conv2dParams, ConvDType, ConvProblem, Padding2d, Rank};

@@ -6,7 +6,7 @@ use half::{bf16, f16};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 /// Convolution straight from its definition, accumulated in f64.
-fn reference(g: &ConvGeometry, x: &[f64], wt: &[f64], bias: Option<&[f64]>) -> Vec<f64> {
+pub(crate) fn reference(g: &ConvGeometry, x: &[f64], wt: &[f64], bias: Option<&[f64]>) -> Vec<f64> {
     let [h, w] = g.in_size;
     let [p, q] = g.out_hw();
     let [kr, ks] = g.kernel;
@@ -59,7 +59,7 @@ fn reference(g: &ConvGeometry, x: &[f64], wt: &[f64], bias: Option<&[f64]>) -> V
     out
 }
 
-fn random_geometry(rng: &mut StdRng) -> ConvGeometry {
+pub(crate) fn random_geometry(rng: &mut StdRng) -> ConvGeometry {
     let kind = if rng.random_bool(0.35) { ConvKind::Transposed } else { ConvKind::Forward };
     loop {
         let groups = [1, 1, 1, 2, 3][rng.random_range(0..5)];

@@ -17,7 +17,7 @@
 use candle_core::DType;
 use conv_engine::{Algorithm, Chunk, Conv2dParams, ConvProblem};
 use kernels::{IGEMM_MMA_CONFIGS, IGEMM_SIMT_CONFIGS, MmaVariant};
-use rocm_backend::conv::{Epilogue, IgemmKernel, nhwc_workspace_bytes, run_implicit_gemm};
+use rocm_backend::conv::{Epilogue, IgemmKernel, RocmKernel, nhwc_workspace_bytes, run_implicit_gemm};
 use rocm_backend::{DeviceArray, RocmCatalog, RocmConv, RocmDevice};
 use std::sync::Arc;
 
@@ -114,16 +114,14 @@ fn main() {
                 times.sort_by(f64::total_cmp);
                 let ms = times[times.len() / 2];
                 let peak = dev.allocator().stats().peak_live.saturating_sub(live_before);
-                let kernel = if alg == Algorithm::ImplicitGemm {
-                    let chunk = plan.chunks()[0].clone();
-                    match RocmCatalog::new(dev.clone()).igemm_kernel(&p, &chunk) {
-                        IgemmKernel::Nhwc { config, splits, .. } => {
-                            format!(", \"config\": \"{}\", \"splits\": {splits}", config.name)
-                        }
-                        IgemmKernel::Nchw(c) => format!(", \"config\": \"nchw {}\", \"splits\": 1", c.name),
+                let kernel = match plan.kernel {
+                    RocmKernel::ImplicitGemm(IgemmKernel::Nhwc { config, splits, .. }) => {
+                        format!(", \"config\": \"{}\", \"splits\": {splits}", config.name)
                     }
-                } else {
-                    String::new()
+                    RocmKernel::ImplicitGemm(IgemmKernel::Nchw(c)) => {
+                        format!(", \"config\": \"nchw {}\", \"splits\": 1", c.name)
+                    }
+                    _ => String::new(),
                 };
                 println!(
                     "{{\"impl\": \"rocm-vision\", \"algorithm\": \"{alg}\", \"shape\": \"{}\", \"c\": {}, \"k\": {}, \"r\": {}, \"hw\": {}, \"dtype\": \"{:?}\", \"ms\": {ms:.4}, \"tflops\": {:.2}, \"workspace_bytes\": {}, \"chunks\": {}, \"peak_above_inputs_bytes\": {peak}, \"reps\": {n}{kernel}}}",

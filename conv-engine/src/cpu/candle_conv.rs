@@ -6,7 +6,8 @@
 //! not a count; the budget tests check it against the allocator's real peak.
 
 use super::{cpu_slice, output_buffer};
-use crate::dispatch::{Chunk, Plan};
+use crate::cpu::CpuPlan;
+use crate::dispatch::Chunk;
 use crate::error::ConvError;
 use crate::problem::{ConvDType, ConvProblem, Rank};
 use candle_core::{Device, Tensor, WithDType};
@@ -137,7 +138,7 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
 /// Runs `plan` through candle: every chunk is a candle conv on a view (or an explicitly
 /// padded copy) of the input; results are copied into the output with the bias added.
 pub(super) fn run<T: Element + WithDType>(
-    plan: &Plan,
+    plan: &CpuPlan,
     input: &Tensor,
     weight: &Tensor,
     bias: Option<&Tensor>,

@@ -7,7 +7,7 @@ mod gemm1x1;
 mod winograd;
 
 use crate::budget::{Budget, DEFAULT_CPU_WORKSPACE, host_free_bytes};
-use crate::dispatch::{Algorithm, AlgorithmCatalog, BudgetState, Chunk, Dispatcher, Plan};
+use crate::dispatch::{Algorithm, AlgorithmCatalog, BudgetState, Chunk, Chunking, Dispatcher, Plan};
 use crate::error::ConvError;
 use crate::problem::{Conv1dParams, Conv2dParams, ConvDType, ConvProblem};
 use crate::workspace::WorkspaceMeter;
@@ -60,6 +60,47 @@ fn gflops_per_thread(alg: Algorithm, dtype: ConvDType, channels: usize) -> f64 {
     }
 }
 
+/// The kernel a CPU plan runs: the algorithm and, where it has a choice, the microkernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuKernel {
+    /// Packed implicit GEMM; tiles fitted to the plan's workspace limit per chunk.
+    ImplicitGemm(MicroKernel),
+    /// Winograd F(2x2, 3x3); blocks of tiles fitted to the workspace limit per chunk.
+    Winograd(MicroKernel),
+    /// candle's own conv (im2col + the gemm crate).
+    CandleIm2col,
+    /// The gemm crate over the input in place (1x1, stride 1).
+    Gemm1x1,
+    Direct,
+}
+
+impl CpuKernel {
+    pub fn algorithm(self) -> Algorithm {
+        match self {
+            CpuKernel::ImplicitGemm(_) => Algorithm::ImplicitGemm,
+            CpuKernel::Winograd(_) => Algorithm::Winograd,
+            CpuKernel::CandleIm2col => Algorithm::Im2colGemm,
+            CpuKernel::Gemm1x1 => Algorithm::Gemm1x1,
+            CpuKernel::Direct => Algorithm::Direct,
+        }
+    }
+}
+
+impl std::fmt::Display for CpuKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpuKernel::ImplicitGemm(mk) => write!(f, "implicit-gemm/{mk:?}"),
+            CpuKernel::Winograd(mk) => write!(f, "winograd-f2x2-3x3/{mk:?}"),
+            CpuKernel::CandleIm2col => f.write_str("candle-im2col"),
+            CpuKernel::Gemm1x1 => f.write_str("gemm1x1"),
+            CpuKernel::Direct => f.write_str("direct"),
+        }
+    }
+}
+
+/// A plan of the CPU's dispatcher.
+pub type CpuPlan = Plan<CpuKernel>;
+
 /// The CPU's algorithms: `ImplicitGemm`, `Im2colGemm` (candle's own conv), `Gemm1x1` (the
 /// gemm crate over the input in place), `Winograd` (F(2x2, 3x3) for 3x3 stride-1 convs)
 /// and `Direct`.
@@ -89,14 +130,20 @@ impl CpuCatalog {
 
     /// The Winograd plan for a chunk (blocks shrunk to fit `limit` where possible), or
     /// `None` when the problem is not a 3x3 stride-1 one.
-    fn winograd_plan(&self, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<winograd::WinogradPlan> {
-        winograd::WinogradPlan::fitted(problem, chunk, &chunk_geometry(problem, chunk), self.kernel, limit)
+    fn winograd_plan(
+        &self,
+        mk: MicroKernel,
+        problem: &ConvProblem,
+        chunk: &Chunk,
+        limit: usize,
+    ) -> Option<winograd::WinogradPlan> {
+        winograd::WinogradPlan::fitted(problem, chunk, &chunk_geometry(problem, chunk), mk, limit)
     }
 
     /// The executor plan for a chunk, with tiles shrunk (down to one worker) until its
     /// workspace fits `limit` where that is possible.
-    fn implicit_plan(&self, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> CpuConvPlan {
-        CpuConvPlan::fitted(&chunk_geometry(problem, chunk), chunk.rows.clone(), self.threads, self.kernel, limit)
+    fn implicit_plan(&self, mk: MicroKernel, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> CpuConvPlan {
+        CpuConvPlan::fitted(&chunk_geometry(problem, chunk), chunk.rows.clone(), self.threads, mk, limit)
     }
 }
 
@@ -114,6 +161,8 @@ fn chunk_geometry(problem: &ConvProblem, chunk: &Chunk) -> ConvGeometry {
 }
 
 impl AlgorithmCatalog for CpuCatalog {
+    type Kernel = CpuKernel;
+
     fn device_key(&self) -> String {
         format!("cpu/{:?}/{} threads", self.kernel, self.threads)
     }
@@ -122,18 +171,29 @@ impl AlgorithmCatalog for CpuCatalog {
         vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
     }
 
-    fn workspace_bytes(&self, alg: Algorithm, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
+    fn kernel(&self, alg: Algorithm, problem: &ConvProblem, _chunking: Chunking, _limit: usize) -> Option<CpuKernel> {
         match alg {
-            Algorithm::ImplicitGemm => Some(self.implicit_plan(problem, chunk, limit).workspace_bytes()),
-            Algorithm::Direct => Some(0),
-            Algorithm::Im2colGemm => candle_conv::workspace_bytes(problem, chunk, self.threads),
-            Algorithm::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
-            Algorithm::Winograd => self.winograd_plan(problem, chunk, limit).map(|p| p.workspace_bytes()),
+            Algorithm::ImplicitGemm => Some(CpuKernel::ImplicitGemm(self.kernel)),
+            Algorithm::Winograd => winograd::supports(problem).then_some(CpuKernel::Winograd(self.kernel)),
+            Algorithm::Im2colGemm => Some(CpuKernel::CandleIm2col),
+            Algorithm::Gemm1x1 => Some(CpuKernel::Gemm1x1),
+            Algorithm::Direct => Some(CpuKernel::Direct),
             Algorithm::Miopen => None,
         }
     }
 
-    fn estimated_seconds(&self, alg: Algorithm, problem: &ConvProblem, chunk: &Chunk) -> f64 {
+    fn workspace_bytes(&self, kernel: &CpuKernel, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
+        match *kernel {
+            CpuKernel::ImplicitGemm(mk) => Some(self.implicit_plan(mk, problem, chunk, limit).workspace_bytes()),
+            CpuKernel::Direct => Some(0),
+            CpuKernel::CandleIm2col => candle_conv::workspace_bytes(problem, chunk, self.threads),
+            CpuKernel::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
+            CpuKernel::Winograd(mk) => self.winograd_plan(mk, problem, chunk, limit).map(|p| p.workspace_bytes()),
+        }
+    }
+
+    fn estimated_seconds(&self, kernel: &CpuKernel, problem: &ConvProblem, chunk: &Chunk) -> f64 {
+        let alg = kernel.algorithm();
         let g = &problem.geometry;
         let share = (chunk.batch.len() * chunk.rows.len()) as f64 / (g.batch * g.out_hw()[0]) as f64;
         let flops = g.flops() as f64 * share;
@@ -196,7 +256,7 @@ impl CpuConv {
     }
 
     /// The plan the dispatcher chooses for `problem` now.
-    pub fn plan(&self, problem: &ConvProblem) -> Result<Plan, ConvError> {
+    pub fn plan(&self, problem: &ConvProblem) -> Result<CpuPlan, ConvError> {
         self.dispatcher.plan(problem, self.budget_state())
     }
 
@@ -260,7 +320,7 @@ impl CpuConv {
     /// Runs a given plan.
     pub fn run_plan(
         &self,
-        plan: &Plan,
+        plan: &CpuPlan,
         input: &Tensor,
         weight: &Tensor,
         bias: Option<&Tensor>,
@@ -276,14 +336,14 @@ impl CpuConv {
 
     fn run_typed<T: Element + WithDType>(
         &self,
-        plan: &Plan,
+        plan: &CpuPlan,
         input: &Tensor,
         weight: &Tensor,
         bias: Option<&Tensor>,
     ) -> Result<Tensor, ConvError> {
         let problem = &plan.problem;
         let g = &problem.geometry;
-        if plan.algorithm == Algorithm::Im2colGemm {
+        if plan.kernel == CpuKernel::CandleIm2col {
             return candle_conv::run::<T>(plan, input, weight, bias);
         }
         let input = input.contiguous()?;
@@ -304,26 +364,28 @@ impl CpuConv {
             let gc = chunk_geometry(problem, &chunk);
             let xs = &x[chunk.batch.start * img_in..chunk.batch.end * img_in];
             let os = &mut out[chunk.batch.start * img_out..chunk.batch.end * img_out];
-            match plan.algorithm {
-                Algorithm::ImplicitGemm => {
-                    let exec = self.dispatcher.catalog().implicit_plan(problem, &chunk, plan.workspace_limit);
+            let catalog = self.dispatcher.catalog();
+            match plan.kernel {
+                CpuKernel::ImplicitGemm(mk) => {
+                    let exec = catalog.implicit_plan(mk, problem, &chunk, plan.workspace_limit);
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats());
                     exec.run(xs, w, b, os, &mut ws);
                 }
-                Algorithm::Winograd => {
-                    let exec = self
-                        .dispatcher
-                        .catalog()
-                        .winograd_plan(problem, &chunk, plan.workspace_limit)
-                        .expect("the dispatcher offers Winograd only for problems it supports");
+                CpuKernel::Winograd(mk) => {
+                    let exec = catalog.winograd_plan(mk, problem, &chunk, plan.workspace_limit).ok_or_else(|| {
+                        ConvError::Parameter {
+                            op: "conv",
+                            param: "plan",
+                            value: plan.kernel.to_string(),
+                            reason: "Winograd runs only 3x3, stride-1, dilation-1, ungrouped forward convolutions",
+                        }
+                    })?;
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats());
                     exec.run(xs, w, b, os, &mut ws);
                 }
-                Algorithm::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
-                Algorithm::Gemm1x1 => {
-                    gemm1x1::run(&gc, xs, w, b, os, chunk.rows.clone(), self.dispatcher.catalog().threads)?
-                }
-                Algorithm::Im2colGemm | Algorithm::Miopen => unreachable!("handled above / not offered"),
+                CpuKernel::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
+                CpuKernel::Gemm1x1 => gemm1x1::run(&gc, xs, w, b, os, chunk.rows.clone(), catalog.threads)?,
+                CpuKernel::CandleIm2col => unreachable!("handled before the chunk loop"),
             }
         }
         Ok(Tensor::from_vec(out, problem.output_shape(), &Device::Cpu)?)
