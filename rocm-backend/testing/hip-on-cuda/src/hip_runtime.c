@@ -212,6 +212,7 @@ hipError_t hipGetDeviceCount(int* count) {
 }
 
 hipError_t hipSetDevice(int deviceId) {
+    HOC_TIMED();
     hipError_t e = check_device(deviceId);
     if (e != hipSuccess) RETURN(e);
     t_device = deviceId;
@@ -405,6 +406,7 @@ hipError_t hipDeviceGetAttribute(int* pi, hipDeviceAttribute_t attr, int deviceI
 }
 
 hipError_t hipMemGetInfo(size_t* free, size_t* total) {
+    HOC_TIMED();
     if (free == NULL || total == NULL) RETURN(hipErrorInvalidValue);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
@@ -430,6 +432,7 @@ hipError_t hipDriverGetVersion(int* driverVersion) {
  * Memory.
  */
 hipError_t hipMalloc(void** ptr, size_t size) {
+    HOC_TIMED();
     if (ptr == NULL) RETURN(hipErrorInvalidValue);
     *ptr = NULL;
     /* HIP returns success and a null pointer for a zero-byte request; CUDA would reject it. */
@@ -443,6 +446,7 @@ hipError_t hipMalloc(void** ptr, size_t size) {
 }
 
 hipError_t hipFree(void* ptr) {
+    HOC_TIMED();
     if (ptr == NULL) RETURN(hipSuccess);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
@@ -450,6 +454,7 @@ hipError_t hipFree(void* ptr) {
 }
 
 hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream) {
+    HOC_TIMED();
     if (sizeBytes == 0) RETURN(hipSuccess);
     if (dst == NULL || src == NULL) RETURN(hipErrorInvalidValue);
     hipError_t e = enter();
@@ -472,6 +477,7 @@ hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes, hipMemcp
 }
 
 hipError_t hipMemsetD8Async(hipDeviceptr_t dest, unsigned char value, size_t count, hipStream_t stream) {
+    HOC_TIMED();
     if (count == 0) RETURN(hipSuccess);
     if (dest == NULL) RETURN(hipErrorInvalidValue);
     hipError_t e = enter();
@@ -503,6 +509,7 @@ hipError_t hipStreamDestroy(hipStream_t stream) {
 }
 
 hipError_t hipStreamSynchronize(hipStream_t stream) {
+    HOC_TIMED();
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
     RETURN(from_cu(cuStreamSynchronize((CUstream)stream)));
@@ -512,6 +519,7 @@ hipError_t hipStreamSynchronize(hipStream_t stream) {
  * Events.
  */
 hipError_t hipEventCreateWithFlags(hipEvent_t* event, unsigned flags) {
+    HOC_TIMED();
     if (event == NULL) RETURN(hipErrorInvalidValue);
     /* The AMD-only release-scope flags only choose cache flushes on AMD hardware; CUDA
      * events always order memory for the host, so they are accepted and have no effect. */
@@ -533,6 +541,7 @@ hipError_t hipEventCreateWithFlags(hipEvent_t* event, unsigned flags) {
 }
 
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+    HOC_TIMED();
     if (event == NULL) RETURN(hipErrorInvalidHandle);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
@@ -541,6 +550,7 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
 
 /* hipErrorNotReady while work before the event is pending; not recorded as an error. */
 hipError_t hipEventQuery(hipEvent_t event) {
+    HOC_TIMED();
     if (event == NULL) RETURN(hipErrorInvalidHandle);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
@@ -548,6 +558,7 @@ hipError_t hipEventQuery(hipEvent_t event) {
 }
 
 hipError_t hipEventSynchronize(hipEvent_t event) {
+    HOC_TIMED();
     if (event == NULL) RETURN(hipErrorInvalidHandle);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
@@ -565,6 +576,7 @@ hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
 }
 
 hipError_t hipEventDestroy(hipEvent_t event) {
+    HOC_TIMED();
     if (event == NULL) RETURN(hipErrorInvalidHandle);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
@@ -577,6 +589,7 @@ hipError_t hipEventDestroy(hipEvent_t event) {
  * accepts both (and fatbins).
  */
 hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
+    HOC_TIMED();
     if (module == NULL || image == NULL) RETURN(hipErrorInvalidValue);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
@@ -595,6 +608,7 @@ hipError_t hipModuleUnload(hipModule_t module) {
 
 /* A name the module does not define gives hipErrorNotFound, as in HIP. */
 hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module, const char* kname) {
+    HOC_TIMED();
     if (function == NULL || kname == NULL) RETURN(hipErrorInvalidValue);
     if (module == NULL) RETURN(hipErrorInvalidResourceHandle);
     hipError_t e = enter();
@@ -609,6 +623,7 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigne
                                  unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                  unsigned int sharedMemBytes, hipStream_t stream, void** kernelParams,
                                  void** extra) {
+    HOC_TIMED();
     if (f == NULL) RETURN(hipErrorInvalidResourceHandle);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);

@@ -242,6 +242,7 @@ static hiprtcResult translate(struct _hiprtcProgram* p, int n, const char** in, 
 }
 
 hiprtcResult hiprtcCompileProgram(hiprtcProgram prog, int numOptions, const char** options) {
+    HOC_TIMED();
     if (prog == NULL) RETURN(HIPRTC_ERROR_INVALID_PROGRAM);
     if (numOptions < 0 || (numOptions > 0 && options == NULL)) RETURN(HIPRTC_ERROR_INVALID_INPUT);
     struct _hiprtcProgram* p = prog;

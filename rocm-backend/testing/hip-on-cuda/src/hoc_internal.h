@@ -44,6 +44,100 @@ static inline int hoc_log_enabled(void) {
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Call statistics, a measuring aid of the GPU tier (issue 12: where does the host time
+ * go). With HOC_STATS set to a non-empty value other than "0", each timed entry point
+ * counts its calls and the host time spent inside it, and each library prints its table
+ * to stderr at exit (`[hip-on-cuda stats <file>] name calls total_ms mean_us`). Off, a
+ * timed entry point costs one cached branch.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+
+static inline int hoc_stats_enabled(void) {
+    static int cached = -1; /* benign race: every thread computes the same value */
+    if (cached < 0) {
+        const char* v = getenv("HOC_STATS");
+        cached = v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+    }
+    return cached;
+}
+
+#define HOC_MAX_STATS 64
+struct hoc_stat {
+    const char* name;
+    _Atomic unsigned long long calls, ns;
+};
+static struct hoc_stat hoc_stats[HOC_MAX_STATS];
+static _Atomic int hoc_stat_count;
+static pthread_mutex_t hoc_stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void hoc_stats_print(void) {
+    int n = atomic_load(&hoc_stat_count);
+    int order[HOC_MAX_STATS];
+    for (int i = 0; i < n; ++i) order[i] = i;
+    for (int i = 1; i < n; ++i) /* insertion sort by total time, largest first */
+        for (int j = i; j > 0 && hoc_stats[order[j]].ns > hoc_stats[order[j - 1]].ns; --j) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int i = 0; i < n; ++i) {
+        const struct hoc_stat* s = &hoc_stats[order[i]];
+        unsigned long long calls = s->calls, ns = s->ns;
+        fprintf(stderr, "[hip-on-cuda stats %s] %-40s %10llu calls %12.3f ms %10.2f us/call\n", __BASE_FILE__,
+                s->name, calls, ns / 1e6, calls ? ns / 1e3 / calls : 0.0);
+    }
+}
+
+static inline struct hoc_stat* hoc_stat_slot(const char* name) {
+    int n = atomic_load(&hoc_stat_count);
+    for (int i = 0; i < n; ++i)
+        if (hoc_stats[i].name == name) return &hoc_stats[i];
+    pthread_mutex_lock(&hoc_stats_lock);
+    struct hoc_stat* slot = NULL;
+    n = atomic_load(&hoc_stat_count);
+    for (int i = 0; i < n && slot == NULL; ++i)
+        if (hoc_stats[i].name == name) slot = &hoc_stats[i];
+    if (slot == NULL && n < HOC_MAX_STATS) {
+        if (n == 0) atexit(hoc_stats_print);
+        slot = &hoc_stats[n];
+        slot->name = name;
+        atomic_store(&hoc_stat_count, n + 1);
+    }
+    pthread_mutex_unlock(&hoc_stats_lock);
+    return slot;
+}
+
+struct hoc_timer {
+    const char* name;
+    struct timespec t0;
+};
+
+static inline struct hoc_timer hoc_timer_begin(const char* name) {
+    struct hoc_timer t = {NULL, {0, 0}};
+    if (hoc_stats_enabled()) {
+        t.name = name;
+        timespec_get(&t.t0, TIME_UTC); /* C11; clock_gettime needs POSIX feature macros */
+    }
+    return t;
+}
+
+static inline void hoc_timer_end(struct hoc_timer* t) {
+    if (t->name == NULL) return;
+    struct timespec t1;
+    timespec_get(&t1, TIME_UTC);
+    struct hoc_stat* s = hoc_stat_slot(t->name);
+    if (s == NULL) return;
+    atomic_fetch_add(&s->calls, 1);
+    atomic_fetch_add(&s->ns, (unsigned long long)((t1.tv_sec - t->t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t->t0.tv_nsec)));
+}
+
+/* First statement of a timed entry point: the time until it returns is counted. */
+#define HOC_TIMED() struct hoc_timer hoc_timer_ __attribute__((cleanup(hoc_timer_end))) = hoc_timer_begin(__func__)
+
+/* ---------------------------------------------------------------------------------------
  * libMIOpen.so: the interface between miopen_api.c (MIOpen headers) and miopen_cudnn.c
  * (cuDNN headers).
  */

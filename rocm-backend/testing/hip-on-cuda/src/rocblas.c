@@ -194,6 +194,7 @@ rocblas_status(rocblas_gemm_strided_batched_ex)(
     const void* beta, const void* c, rocblas_datatype c_type, rocblas_int ldc, rocblas_stride stride_c, void* d,
     rocblas_datatype d_type, rocblas_int ldd, rocblas_stride stride_d, rocblas_int batch_count,
     rocblas_datatype compute_type, rocblas_gemm_algo algo, int32_t solution_index, uint32_t flags) {
+    HOC_TIMED();
     (void)flags; /* performance hints only (e.g. use_cu_efficiency); no effect on results */
     if (handle == NULL) RETURN(rocblas_status_invalid_handle);
     const int valid_op_a = transA == rocblas_operation_none || transA == rocblas_operation_transpose ||
