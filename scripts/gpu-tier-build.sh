@@ -29,6 +29,8 @@ stage test test --no-run -p rocm-vision --test gpu_tensor
 # MIOpen as a conv algorithm (issue 8), through the test library's cuDNN mapping.
 stage test test --no-run -p rocm-backend --features miopen --test gpu_miopen
 stage bench bench --no-run -p rocm-backend --bench gpu_conv
+# Elementwise kernels against the device copy (issue 12).
+stage bench bench --no-run -p rocm-backend --bench gpu_elementwise
 du -sh .device-carry
 # The NHWC implicit-GEMM kernels (issue 5): the MMA layer, every configuration, the gfx11 /
 # gfx12 WMMA emulations, split-K and the fused epilogue against f64 references.

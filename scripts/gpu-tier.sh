@@ -6,7 +6,8 @@
 #      scripts/gpu-tier-build.sh (carried in .device-carry/bin) against it, with
 #      ROCM_VISION_REQUIRE_GPU=1 so that a missing device fails instead of skipping;
 #   3. runs the GPU conv benchmark and, in the same call, cuDNN through PyTorch;
-#   4. writes $OUT/{machine.txt, hoc-test.log, tests.log, ours.jsonl, cudnn.jsonl, gpu-tier.md}.
+#   4. writes $OUT/{machine.txt, hoc-test.log, tests.log, elementwise.{jsonl,md}, ours.jsonl, cudnn.jsonl,
+#      gpu-tier.md} (eight files: the device tool's limit).
 # GPU_TIER_TESTS_ONLY=1 stops after the tests; GPU_TIER_TESTS='test-gpu_igemm ...' runs only
 # those test binaries. The cuDNN anchor runs in two parts so that a short call still gets
 # the half-precision anchors: CUDNN_ARGS (default: every dtype and layout) before our
@@ -41,6 +42,14 @@ for t in .device-carry/bin/test-*; do
     fi
     grep -E "^test result|panicked|FAILED" "$out/tests.log" | tail -2
 done
+
+# Elementwise kernels against the device copy (issue 12): GB/s and the ratio, 256 MiB tensors.
+if [[ -x .device-carry/bin/bench-gpu_elementwise && ${GPU_TIER_ELEMENTWISE:-1} == 1 ]]; then
+    echo "== elementwise kernels vs device copy"
+    timeout "${GPU_TIER_ELEMENTWISE_SECONDS:-120}" .device-carry/bin/bench-gpu_elementwise --reps 20 \
+        >"$out/elementwise.jsonl" 2>"$out/elementwise.md" || status=1
+    cat "$out/elementwise.md"
+fi
 
 if [[ ${GPU_TIER_TESTS_ONLY:-0} == 1 ]]; then
     grep -E "^test result|panicked|FAILED" "$out/tests.log"
