@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Where the time goes around the convolutions (issue 12), run ON the GPU machine in one
+# call, with the binaries of scripts/gpu-tier-build.sh and scripts/gpu-apps-build.sh:
+#   1. the elementwise kernels against the device copy (bench-gpu_elementwise);
+#   2. Real-CUGAN 2x on two 960x540 images in one process, f32 then f16, with the
+#      HIP-on-CUDA library's call statistics (HOC_STATS=1: calls and host time of every
+#      runtime, hiprtc and rocBLAS entry point) and the process's user and system time;
+#   3. the SD VAE decode at 1024² f16 (3 decodes) with the same statistics;
+#   4. Nsight Compute on the elementwise benchmark's first binary adds (bandwidth,
+#      occupancy, launch statistics), when ncu is there.
+# Writes $OUT/diagnose.md (the summary, also printed) and $OUT/diagnose-logs.tgz.
+# Device tool call:
+#   run(command="scripts/gpu-diagnose.sh", carry=[".device-carry"], kind="nvidia-h200", timeout_s=600)
+set -uo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+OUT=${OUT:-$repo/target/gpu-diagnose}
+work=/tmp/rv-diag
+logs=$work/logs
+lib=/tmp/hip-on-cuda
+carry=$repo/.device-carry/apps
+mkdir -p "$OUT" "$logs" "$work/sr/in" "$work/vae"
+start=$(date +%s)
+status=0
+summary=$OUT/diagnose.md
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+# step NAME SECONDS CMD...: stdout and stderr to $logs/NAME.log, exit status and seconds noted.
+step() {
+    local name=$1 max=$2
+    shift 2
+    local t0 rc
+    t0=$(date +%s%N)
+    timeout -k 5 "$max" bash -c '"$@"' _ "$@" >"$logs/$name.log" 2>&1
+    rc=$?
+    say "- $name: exit $rc in $(((($(date +%s%N) - t0) / 1000000)))ms"
+    ((rc == 0)) || status=1
+    return $rc
+}
+
+say "# gpu-diagnose $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$summary"
+say "carry: $(head -2 "$carry/MANIFEST.txt" 2>/dev/null | tail -1)"
+step hoc-build 150 rocm-backend/testing/hip-on-cuda/build.sh "$lib"
+export ROCM_PATH=$lib ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache
+
+for b in sd-vae-decode realcugan; do
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        "$carry/bin/$b.xz" "$work/$b" && chmod +x "$work/$b"
+done
+
+# timed CMD...: CMD, then its wall, user and system seconds (bash's time: /usr/bin/time may
+# not be on the machine).
+timed() {
+    local TIMEFORMAT='real %R s, user %U s, sys %S s'
+    time "$@"
+}
+export -f timed
+
+# 1. elementwise kernels against the copy
+step elementwise 120 .device-carry/bin/bench-gpu_elementwise --reps 10
+grep -E '^\|' "$logs/elementwise.log" >>"$summary"
+
+# 2. Real-CUGAN, two images per process: the second is warm.
+python3 benches/anchors/realcugan_ncnn.py make-image "$work/sr/in/a.png" --size 960x540 >/dev/null &&
+    cp "$work/sr/in/a.png" "$work/sr/in/b.png"
+for dt in f32 f16; do
+    HOC_STATS=1 step "sr-$dt" 150 timed "$work/realcugan" -i "$work/sr/in" -o "$work/sr/out-$dt" -s 2 -n 0 \
+        --model se --model-dir "$carry/models" --device rocm --dtype "$dt" --tile whole --vram-budget 24GiB --force
+    say '```'
+    grep -E "upscale|peak|^real " "$logs/sr-$dt.log" | head -12 >>"$summary"
+    grep -E "hip-on-cuda stats" "$logs/sr-$dt.log" | head -14 >>"$summary"
+    say '```'
+done
+
+# 3. SD VAE decode 1024² f16.
+step vae-make 120 python3 benches/anchors/vae_decode_torch.py make --dir "$work/vae" --latents 8,128
+if [[ -f $work/vae/sd_vae_random.safetensors ]]; then
+    step vae-warm 150 "$work/sd-vae-decode" --vae "$work/vae/sd_vae_random.safetensors" --model sd \
+        --latents "$work/vae/latent_8.npy" --device rocm --dtype f16 --out "$work/vae/w.png" --force
+    HOC_STATS=1 step vae-f16-1k 120 timed "$work/sd-vae-decode" --vae "$work/vae/sd_vae_random.safetensors" \
+        --model sd --latents "$work/vae/latent_128.npy" --device rocm --dtype f16 --repeat 3 --vram-budget 1.6GB \
+        --out "$work/vae/o.png" --force
+    say '```'
+    grep -E "decode|peak|^real " "$logs/vae-f16-1k.log" | head -12 >>"$summary"
+    grep -E "hip-on-cuda stats" "$logs/vae-f16-1k.log" | head -14 >>"$summary"
+    say '```'
+fi
+
+# 4. ncu on the first binary adds of the elementwise benchmark.
+if command -v ncu >/dev/null; then
+    step ncu-binary 150 ncu --clock-control none --kernel-name regex:'binary_add' --launch-count 3 \
+        --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
+        .device-carry/bin/bench-gpu_elementwise --reps 1 --mib 64
+    say '```'
+    grep -E "binary_add|Memory Throughput|DRAM Throughput|Duration|Achieved Occupancy|Registers Per|Grid Size|Block Size|Elapsed Cycles" \
+        "$logs/ncu-binary.log" | head -40 >>"$summary"
+    say '```'
+fi
+
+say "total: $(($(date +%s) - start)) s, exit $status"
+tar -C "$logs" -czf "$OUT/diagnose-logs.tgz" .
+exit $status
