@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Where the time goes around the convolutions (issue 12), run ON the GPU machine in one
 # call, with the binaries of scripts/gpu-tier-build.sh and scripts/gpu-apps-build.sh:
-#   1. the elementwise kernels against the device copy (bench-gpu_elementwise);
+#   0. the GPU-tier test binaries named in GPU_DIAG_TESTS;
+#   1. the elementwise kernels against the device copy (bench-gpu_elementwise, and
+#      bench-gpu_elementwise-baseline when an older build of it is staged beside it);
 #   2. Real-CUGAN 2x on two 960x540 images in one process, f32 then f16, with the
 #      HIP-on-CUDA library's call statistics (HOC_STATS=1: calls and host time of every
 #      runtime, hiprtc and rocBLAS entry point) and the process's user and system time;
@@ -58,9 +60,20 @@ timed() {
 }
 export -f timed
 
-# 1. elementwise kernels against the copy
-step elementwise 120 .device-carry/bin/bench-gpu_elementwise --reps 10
-grep -E '^\|' "$logs/elementwise.log" >>"$summary"
+# 0. GPU-tier test binaries named in GPU_DIAG_TESTS (e.g. "test-gpu_parity test-gpu_tensor").
+export ROCM_VISION_REQUIRE_GPU=1
+for t in ${GPU_DIAG_TESTS:-}; do
+    step "$t" 240 ".device-carry/bin/$t" --test-threads=1
+    grep -E "^test result|panicked|FAILED" "$logs/$t.log" | tail -3 >>"$summary"
+done
+
+# 1. elementwise kernels against the copy (and a baseline build of the benchmark, if staged)
+for b in bench-gpu_elementwise-baseline bench-gpu_elementwise; do
+    [[ -x .device-carry/bin/$b ]] || continue
+    say "### $b"
+    step "$b" 120 ".device-carry/bin/$b" --reps 10
+    grep -E '^\|' "$logs/$b.log" >>"$summary"
+done
 
 # 2. Real-CUGAN, two images per process: the second is warm.
 python3 benches/anchors/realcugan_ncnn.py make-image "$work/sr/in/a.png" --size 960x540 >/dev/null &&

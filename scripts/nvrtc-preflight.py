@@ -30,6 +30,7 @@ def main():
     ap.add_argument("--cuda", required=True, help="folder with lib/libnvrtc.so.13 and include/cuda_fp16.h")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--define", action="append", default=[], help="extra -D (e.g. RV_HIP_ON_CUDA_TEST=1)")
+    ap.add_argument("--stack", action="store_true", help="name every kernel with a stack frame")
     ap.add_argument("modules", nargs="*", help="module file stems (default: every .hip)")
     a = ap.parse_args()
     cuda = pathlib.Path(a.cuda)
@@ -68,20 +69,27 @@ def main():
             continue
         # ptxas -v: "Compiling entry function 'NAME' for 'sm_90'" then
         # "Used N registers, ... spill stores ... spill loads"
-        kernels_seen = spills = 0
+        kernels_seen = spills = stacks = 0
         name = None
         for line in log.splitlines():
             m = re.search(r"Compiling entry function '([^']+)'", line)
             if m:
                 name = m.group(1)
                 kernels_seen += 1
+            m = re.search(r"(\d+) bytes stack frame", line)
+            if m and int(m.group(1)):
+                # A stack frame without spills is usually a by-value struct indexed at run
+                # time (copied to local memory by every thread): worth knowing, not fatal.
+                stacks += 1
+                if a.stack:
+                    print(f"  STACK {f.name} {name}: {line.strip()}")
             m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
             if m and (int(m.group(1)) or int(m.group(2))):
                 spills += 1
                 print(f"  SPILL {f.name} {name}: {line.strip()}")
         cubin = ctypes.c_size_t()
         lib.nvrtcGetCUBINSize(prog, ctypes.byref(cubin))
-        print(f"ok   {f.name}: {kernels_seen} kernels, cubin {cubin.value} bytes, {spills} spilling, {dt:.1f} s")
+        print(f"ok   {f.name}: {kernels_seen} kernels, cubin {cubin.value} bytes, {spills} spilling, {stacks} with a stack frame, {dt:.1f} s")
         if "warning" in log:
             print("\n".join(l for l in log.splitlines() if "warning" in l)[:4000])
     sys.exit(1 if failed else 0)

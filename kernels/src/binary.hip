@@ -7,7 +7,8 @@
 //   (rv_i64 numel, rv_strided lhs_view, rv_strided rhs_view, const T* lhs, const T* rhs, T* out)
 //   Both views carry the output dims (lhs_view.dims == rhs_view.dims == out shape) and
 //   their own strides, 0 along a broadcast dimension; out is contiguous.
-// Launch: 1-D, blockDim.x <= 256, any gridDim.x (grid-stride).
+// Launch: 1-D, blockDim.x <= 256, any gridDim.x (grid-stride). Contiguous and row-broadcast
+// operands take the prelude's 16-byte vector paths (rv_map2).
 #include "prelude.h"
 
 // The computation type of each storage type: floats widen (rv_type), integers stay.
@@ -43,16 +44,12 @@ struct rv_binary_minimum {
     static __device__ __forceinline__ double apply(double a, double b) { return rv_min(a, b); }
 };
 
+// lhs and out may be the same array (in place): each element is read before it is written.
 template <typename T, typename Op>
-__device__ void rv_binary(rv_i64 numel, const rv_strided& lv, const rv_strided& rv, const T* __restrict__ lhs,
-                          const T* __restrict__ rhs, T* __restrict__ out) {
+__device__ void rv_binary(rv_i64 numel, const rv_strided& lv, const rv_strided& rv, const T* lhs, const T* rhs,
+                          T* out) {
     typedef rv_bin_type<T> B;
-    const bool small = rv_is_small(numel);
-    for (rv_i64 i = rv_global_id(); i < numel; i += rv_grid_stride()) {
-        rv_i64 a, b;
-        rv_offset2(i, lv, rv, small, &a, &b);
-        out[i] = B::store(Op::apply(B::load(lhs[a]), B::load(rhs[b])));
-    }
+    rv_map2(numel, lv, rv, lhs, rhs, out, [](T a, T b) { return B::store(Op::apply(B::load(a), B::load(b))); });
 }
 
 #define RV_EXPORT_BINARY(NAME, OP, T)                                                                              \

@@ -14,14 +14,23 @@
 
 template <typename S, typename D>
 __device__ void rv_cast(rv_i64 numel, const rv_strided& sv, const S* __restrict__ in, D* __restrict__ out) {
-    const bool small = rv_is_small(numel);
-    for (rv_i64 i = rv_global_id(); i < numel; i += rv_grid_stride())
-        out[i] = rv_convert<D>::from(in[rv_offset(i, sv, small)]);
+    rv_map1(numel, sv, in, out, [](S x) { return rv_convert<D>::from(x); });
 }
 
 template <typename T>
 __device__ void rv_fill(rv_i64 numel, T* __restrict__ out, T value) {
-    for (rv_i64 i = rv_global_id(); i < numel; i += rv_grid_stride()) out[i] = value;
+    constexpr int N = 16 / sizeof(T);
+    typedef rv_vec<T, N> V;
+    rv_i64 head = 0;
+    if (rv_aligned(out, (int)sizeof(V))) {
+        V v;
+#pragma unroll
+        for (int j = 0; j < N; ++j) v.e[j] = value;
+        head = numel / N;
+        for (rv_i64 i = rv_global_id(); i < head; i += rv_grid_stride()) ((V*)out)[i] = v;
+        head *= N;
+    }
+    for (rv_i64 i = head + rv_global_id(); i < numel; i += rv_grid_stride()) out[i] = value;
 }
 
 #define RV_EXPORT_CAST(NAME, S, D)                                                                                 \

@@ -8,7 +8,8 @@
 //   param is leaky_relu's negative slope; the other ops ignore it (one signature for all).
 // Entry points  affine_<dtype>: out = in * mul + add
 //   (rv_i64 numel, rv_strided src, const T* in, T* out, double mul, double add)
-// Launch: 1-D, blockDim.x <= 256, any gridDim.x (grid-stride).
+// Launch: 1-D, blockDim.x <= 256, any gridDim.x (grid-stride). Contiguous inputs take the
+// prelude's 16-byte vector paths (rv_map1).
 #include "prelude.h"
 
 // gelu (tanh approximation, as PyTorch's approximate="tanh") and gelu_erf (exact).
@@ -39,28 +40,19 @@ RV_UNARY_OP(recip, A(1) / x)
 RV_UNARY_OP(sqr, x * x)
 RV_UNARY_OP(leaky_relu, x >= A(0) ? x : x * param)
 
+// in and out may be the same array (in place): each element is read before it is written.
 template <typename T, typename Op>
-__device__ void rv_unary(rv_i64 numel, const rv_strided& src, const T* __restrict__ in, T* __restrict__ out,
-                         double param) {
+__device__ void rv_unary(rv_i64 numel, const rv_strided& src, const T* in, T* out, double param) {
     typedef typename rv_type<T>::acc A;
     const A p = (A)param;
-    const bool small = rv_is_small(numel);
-    for (rv_i64 i = rv_global_id(); i < numel; i += rv_grid_stride()) {
-        const A x = rv_type<T>::to_acc(in[rv_offset(i, src, small)]);
-        out[i] = rv_type<T>::from_acc(Op::apply(x, p));
-    }
+    rv_map1(numel, src, in, out, [p](T x) { return rv_type<T>::from_acc(Op::apply(rv_type<T>::to_acc(x), p)); });
 }
 
 template <typename T>
-__device__ void rv_affine(rv_i64 numel, const rv_strided& src, const T* __restrict__ in, T* __restrict__ out,
-                          double mul, double add) {
+__device__ void rv_affine(rv_i64 numel, const rv_strided& src, const T* in, T* out, double mul, double add) {
     typedef typename rv_type<T>::acc A;
     const A m = (A)mul, a = (A)add;
-    const bool small = rv_is_small(numel);
-    for (rv_i64 i = rv_global_id(); i < numel; i += rv_grid_stride()) {
-        const A x = rv_type<T>::to_acc(in[rv_offset(i, src, small)]);
-        out[i] = rv_type<T>::from_acc(rv_fma(x, m, a));
-    }
+    rv_map1(numel, src, in, out, [m, a](T x) { return rv_type<T>::from_acc(rv_fma(rv_type<T>::to_acc(x), m, a)); });
 }
 
 #define RV_EXPORT_UNARY(NAME, OP, T)                                                                               \

@@ -30,6 +30,13 @@ pub fn grid_for(n: usize, block: u32) -> u32 {
     (n.div_ceil(block as usize)).clamp(1, 1 << 20) as u32
 }
 
+/// Grid for the elementwise kernels with 16-byte vector paths (the prelude's `rv_map1`,
+/// `rv_map2`, `fill`): one thread per vector of the widest element type; the kernels loop
+/// over what a capped grid leaves.
+pub fn vector_grid(n: usize, widest_elem_bytes: usize, block: u32) -> u32 {
+    grid_for(n.div_ceil(16 / widest_elem_bytes.clamp(1, 16)), block)
+}
+
 /// Launches `entry` on the device's stream.
 pub fn launch(
     dev: &RocmDevice,

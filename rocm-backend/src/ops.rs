@@ -5,7 +5,7 @@
 use crate::buffer::DeviceArray;
 use crate::device::RocmDevice;
 use crate::error::{Result, RocmError};
-use crate::launch::{Arg, grid_for, launch};
+use crate::launch::{Arg, grid_for, launch, vector_grid};
 use candle_core::{DType, Layout};
 use kernels::StridedLayout;
 use std::sync::Arc;
@@ -65,7 +65,7 @@ pub fn unary(op: &str, x: &DeviceArray, layout: &Layout, param: f64) -> Result<D
         launch(
             device(x),
             &entry,
-            (grid_for(n, BLOCK), 1, 1),
+            (vector_grid(n, x.dtype.size_in_bytes(), BLOCK), 1, 1),
             (BLOCK, 1, 1),
             &mut [
                 Arg::I64(n as i64),
@@ -89,7 +89,7 @@ pub fn affine(x: &DeviceArray, layout: &Layout, mul: f64, add: f64) -> Result<De
         launch(
             device(x),
             &format!("affine_{}", d.suffix()),
-            (grid_for(n, BLOCK), 1, 1),
+            (vector_grid(n, x.dtype.size_in_bytes(), BLOCK), 1, 1),
             (BLOCK, 1, 1),
             &mut [
                 Arg::I64(n as i64),
@@ -149,7 +149,7 @@ pub fn binary_into(
         launch(
             device(lhs),
             &format!("binary_{op}_{}", d.suffix()),
-            (grid_for(n, BLOCK), 1, 1),
+            (vector_grid(n, lhs.dtype.size_in_bytes(), BLOCK), 1, 1),
             (BLOCK, 1, 1),
             &mut [
                 Arg::I64(n as i64),
@@ -177,7 +177,7 @@ pub fn cast(x: &DeviceArray, layout: &Layout, dtype: DType) -> Result<DeviceArra
         launch(
             device(x),
             &format!("cast_{}_{}", s.suffix(), d.suffix()),
-            (grid_for(n, BLOCK), 1, 1),
+            (vector_grid(n, x.dtype.size_in_bytes().max(dtype.size_in_bytes()), BLOCK), 1, 1),
             (BLOCK, 1, 1),
             &mut [
                 Arg::I64(n as i64),
@@ -239,7 +239,7 @@ pub fn full(dev: &Arc<RocmDevice>, dtype: DType, len: usize, value: f64) -> Resu
     launch(
         dev,
         &format!("fill_{}", d.suffix()),
-        (grid_for(len, BLOCK), 1, 1),
+        (vector_grid(len, dtype.size_in_bytes(), BLOCK), 1, 1),
         (BLOCK, 1, 1),
         &mut [Arg::I64(len as i64), Arg::Ptr(out.ptr_at(0)), v],
     )?;
