@@ -53,7 +53,7 @@ pub fn run_miopen_into(
     out: &DeviceArray,
 ) -> Result<()> {
     let p = &plan.problem;
-    if plan.algorithm != Algorithm::Miopen {
+    if plan.algorithm != conv_engine::Algorithm::Miopen {
         return Err(RocmError::op("conv", format!("run_miopen_into was given a {} plan for {p}", plan.algorithm)));
     }
     let mi = device.miopen()?;
