@@ -13,6 +13,7 @@ use common::{download, poisoned, upload};
 use candle_core::DType;
 use conv_engine::reference::conv_f64;
 use conv_engine::{Algorithm, Conv2dParams, ConvProblem, Plan};
+use rocm_backend::conv::RocmPlan;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rocm_backend::alloc::size_class;
 use rocm_backend::conv::{miopen_chunk_problem, run_miopen_into, run_plan};
@@ -167,7 +168,7 @@ fn miopen_matches_the_f64_reference() {
 
 /// Every chunk of a `Miopen` plan runs a solution whose workspace block fits `extra` bytes
 /// and is no larger than the plan says.
-fn assert_miopen_plan_fits(dev: &Arc<RocmDevice>, plan: &Plan, extra: usize, what: &str) {
+fn assert_miopen_plan_fits(dev: &Arc<RocmDevice>, plan: &RocmPlan, extra: usize, what: &str) {
     let mi = dev.miopen().unwrap();
     for chunk in plan.chunks() {
         let sub = miopen_chunk_problem(&plan.problem, &chunk).unwrap_or_else(|| panic!("{what}: chunk {chunk:?}"));
