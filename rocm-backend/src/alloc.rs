@@ -40,6 +40,10 @@ pub struct AllocStats {
     pub peak_reserved: usize,
     pub allocations: u64,
     pub cache_hits: u64,
+    /// `hipMalloc` calls made (cache misses that reached HIP).
+    pub device_mallocs: u64,
+    /// Blocks given back to HIP (`hipFree`), each batch after a stream synchronisation.
+    pub device_frees: u64,
     pub budget: usize,
 }
 
@@ -97,21 +101,25 @@ impl Allocator {
         st.stats.budget.saturating_sub(st.stats.live)
     }
 
-    /// A block of at least `bytes`, from the cache when one of its size class is there.
+    /// A block of at least `bytes`: the smallest cached block of its size class or up to a
+    /// quarter larger (large classes only), else a new one from HIP. Taking a slightly larger
+    /// block is what keeps a run whose tensor sizes vary (tiles, bands, the last chunk) off
+    /// hipMalloc/hipFree, which synchronise the device.
     pub(crate) fn alloc(&self, bytes: usize, stream: &crate::stream::Stream) -> Result<Block> {
         let size = size_class(bytes);
         let mut st = self.lock();
         st.stats.allocations += 1;
-        if let Some(list) = st.free.get_mut(&size)
-            && let Some(ptr) = list.pop()
-        {
+        let largest_fit = if size < SMALL_LIMIT { size } else { size + size / 4 };
+        if let Some((&found, _)) = st.free.range(size..=largest_fit).next() {
+            let list = st.free.get_mut(&found).expect("present");
+            let ptr = list.pop().expect("non-empty lists only");
             if list.is_empty() {
-                st.free.remove(&size);
+                st.free.remove(&found);
             }
-            st.stats.cached -= size;
+            st.stats.cached -= found;
             st.stats.cache_hits += 1;
-            self.add_live(&mut st, size);
-            return Ok(Block { ptr, size });
+            self.add_live(&mut st, found);
+            return Ok(Block { ptr, size: found });
         }
         if st.stats.live + size > st.stats.budget {
             return Err(RocmError::OverBudget {
@@ -125,6 +133,7 @@ impl Allocator {
         if over > 0 {
             self.release_cached(&mut st, over, stream)?;
         }
+        st.stats.device_mallocs += 1;
         let ptr = match self.hip_malloc(size) {
             Ok(p) => p,
             Err(first) => {
@@ -178,6 +187,7 @@ impl Allocator {
                 st.free.remove(&size);
             }
             unsafe { check("hipFree", hip::hipFree(ptr as *mut _))? };
+            st.stats.device_frees += 1;
             st.stats.cached -= size;
             released += size;
         }
