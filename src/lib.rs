@@ -7,6 +7,7 @@
 
 pub mod device;
 pub mod error;
+pub mod exact_sum;
 mod inplace;
 pub mod nn;
 mod rocm;
@@ -17,5 +18,6 @@ pub use candle_core::DType;
 pub use conv_engine::{Algorithm, Budget, Conv1dParams, Conv2dParams, Padding2d};
 pub use device::{Device, DeviceKind};
 pub use error::{Error, Result};
+pub use exact_sum::ExactSum;
 pub use tensor::{Cmp, PadMode, Reduce, Tensor};
 pub use weights::Weights;

@@ -195,6 +195,21 @@ impl RocmTensor {
         Ok(RocmTensor::contiguous_new(a, &shape))
     }
 
+    /// Per-channel exact sums of the first `rows x cols` of a `[1, C, H, W]` tensor.
+    pub fn channel_exact_sums(&self, rows: usize, cols: usize) -> Result<Vec<crate::ExactSum>> {
+        let [c, rows, cols] = crate::exact_sum::plane_shape(self.dims(), rows, cols)?;
+        let st = self.layout.stride();
+        let view = Layout::new(vec![c, rows, cols].into(), vec![st[1], st[2], st[3]], self.layout.start_offset());
+        let (buckets, non_finite) =
+            ops::exact_channel_sums(&self.array, &view).map_err(|e| op_err("channel_exact_sums", e))?;
+        let count = (rows * cols) as u64;
+        Ok(buckets
+            .chunks_exact(256)
+            .zip(non_finite)
+            .map(|(b, nf)| crate::ExactSum::from_buckets(b, count, nf))
+            .collect())
+    }
+
     pub fn softmax_last_dim(&self) -> Result<RocmTensor> {
         let cols = *self.dims().last().ok_or_else(|| Error::op("softmax_last_dim", "a 0-D tensor"))?;
         let c = self.contiguous()?;

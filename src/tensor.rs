@@ -369,6 +369,17 @@ impl Tensor {
             r => r.softmax_last_dim())
     }
 
+    /// Per-channel [`ExactSum`](crate::ExactSum)s of the first `rows x cols` of each plane of
+    /// a `[1, C, H, W]` tensor (f32, f16 or bf16; any strides). Order-independent: the sums
+    /// of tiles merged equal the sum of the whole map bit for bit, on either device (the
+    /// GPU sums on the device and reads back 2 KiB per channel).
+    pub fn channel_exact_sums(&self, rows: usize, cols: usize) -> Result<Vec<crate::ExactSum>> {
+        match &self.s {
+            Storage::Cpu(t) => crate::exact_sum::cpu_channel_sums(t, rows, cols),
+            Storage::Rocm(r) => r.channel_exact_sums(rows, cols),
+        }
+    }
+
     // ---- normalisation ----------------------------------------------------------------
 
     /// Group normalisation of an `[N, C, ...]` tensor over `groups` channel groups, with

@@ -317,3 +317,65 @@ fn winograd_is_offered_only_for_3x3_stride_1() {
         assert!(engine.plan(&p).is_err(), "{p}: Winograd offered");
     }
 }
+
+/// The fused epilogue (activation, residual, scale) on every CPU algorithm against the f64
+/// reference with the epilogue applied in f64: 150 problems, every activation.
+#[test]
+fn every_algorithm_applies_the_fused_epilogue() {
+    use conv_engine::{Activation, Epilogue};
+    let mut rng = StdRng::seed_from_u64(0xe91_1096);
+    let engines: Vec<(Algorithm, CpuConv)> =
+        [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
+            .into_iter()
+            .map(|a| (a, CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[a])))
+            .collect();
+    let acts = [Activation::Relu, Activation::LeakyRelu(0.1), Activation::Silu, Activation::Gelu, Activation::Identity];
+    let f64_act = |a: Activation, x: f64| match a {
+        Activation::Identity => x,
+        Activation::Relu => x.max(0.0),
+        Activation::LeakyRelu(s) => {
+            if x >= 0.0 {
+                x
+            } else {
+                x * s as f64
+            }
+        }
+        Activation::Silu => x / (1.0 + (-x).exp()),
+        Activation::Gelu => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh()),
+    };
+    let mut runs = std::collections::BTreeMap::<&str, usize>::new();
+    for i in 0..150 {
+        let case = random_case(&mut rng, i);
+        let p = &case.problem;
+        let dt = p.dtype.to_candle();
+        let (x, xv) = random_tensor(&mut rng, &p.input_shape(), dt);
+        let (w, wv) = random_tensor(&mut rng, &p.weight_shape(), dt);
+        let (b, bv) = random_tensor(&mut rng, &[p.geometry.out_channels], dt);
+        let (r, rv) = random_tensor(&mut rng, &p.output_shape(), dt);
+        let act = acts[i % acts.len()];
+        let (with_res, scale) = (i % 3 != 0, [1.0f32, 0.5, 2.0][i % 3]);
+        let ep = Epilogue { activation: act, residual: with_res.then_some(&r), scale };
+        let conv = conv_f64(p, &xv, &wv, Some(&bv));
+        let want: Vec<f64> = conv
+            .iter()
+            .zip(&rv)
+            .map(|(c, r)| (f64_act(act, *c) + if with_res { *r } else { 0.0 }) * scale as f64)
+            .collect();
+        let mag = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        for (alg, engine) in &engines {
+            let Ok(plan) = engine.plan(p) else { continue };
+            let out = engine.run_plan_fused(&plan, &x, &w, Some(&b), &ep).unwrap_or_else(|e| panic!("{alg} {p}: {e}"));
+            let got = out.to_dtype(DType::F64).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();
+            // The epilogue rounds once more in the storage dtype than the reference does.
+            let tol = 2.0 * tolerance(dt) * mag;
+            for (j, (g, r)) in got.iter().zip(&want).enumerate() {
+                assert!((g - r).abs() <= tol, "{alg} {act:?} on {p}: element {j}: {g} vs {r} (tolerance {tol})");
+            }
+            *runs.entry(alg.name()).or_default() += 1;
+        }
+    }
+    println!("fused epilogue runs: {runs:?}");
+    for alg in ["ImplicitGemm", "Im2colGemm", "Gemm1x1", "Winograd", "Direct"] {
+        assert!(runs.get(alg).copied().unwrap_or(0) >= 10, "{alg} ran only {:?} times", runs.get(alg));
+    }
+}

@@ -19,7 +19,9 @@
 //! ```
 
 pub mod bicubic;
-pub mod exact_sum;
+/// The order-independent sum of the SE means (in the root crate, beside the tensor op that
+/// computes it on either device).
+pub use rocm_vision::exact_sum;
 pub mod image_io;
 pub mod models;
 pub mod ncnn;

@@ -13,8 +13,6 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 use rocm_vision::Tensor;
 
-use crate::exact_sum::ExactSum;
-
 /// Elements per parallel work item: large enough to amortise the scheduling.
 const CHUNK: usize = 1 << 15;
 
@@ -220,49 +218,6 @@ pub fn pixel_shuffle(t: &Tensor, r: usize) -> Result<Tensor, crate::Error> {
             .contiguous()?
             .reshape(&[1, c / (r * r), h * r, w * r])?),
     }
-}
-
-/// Per-channel exact sums of the first `rows x cols` of each `H x W` plane of a
-/// `[1, C, H, W]` CPU tensor (any strides), read in place and summed in parallel over
-/// channels. `None` when the tensor is not on the CPU.
-pub fn channel_sums_cpu(t: &Tensor, rows: usize, cols: usize) -> Result<Option<Vec<ExactSum>>, crate::Error> {
-    let Some(ct) = t.as_candle() else { return Ok(None) };
-    let (storage, layout) = ct.storage_and_layout();
-    let candle_core::Storage::Cpu(cpu) = &*storage else { return Ok(None) };
-    let &[1, c, h, w] = layout.dims() else {
-        return Err(crate::Error::Internal(format!("pooling a tensor of shape {:?}", layout.dims())));
-    };
-    if rows > h || cols > w {
-        return Err(crate::Error::Internal(format!("pooling {rows}x{cols} of a {h}x{w} map")));
-    }
-    let st = layout.stride();
-    let (sc, sh, sw) = (st[1], st[2], st[3]);
-    let start = layout.start_offset();
-    fn sums<T: Copy + Sync>(v: &[T], to_f32: impl Fn(T) -> f32 + Sync, g: [usize; 7]) -> Vec<ExactSum> {
-        let [c, rows, cols, start, sc, sh, sw] = g;
-        (0..c)
-            .into_par_iter()
-            .map(|ch| {
-                let mut s = ExactSum::new();
-                for y in 0..rows {
-                    let base = start + ch * sc + y * sh;
-                    if sw == 1 {
-                        v[base..base + cols].iter().for_each(|&x| s.add(to_f32(x)));
-                    } else {
-                        (0..cols).for_each(|x| s.add(to_f32(v[base + x * sw])));
-                    }
-                }
-                s
-            })
-            .collect()
-    }
-    let g = [c, rows, cols, start, sc, sh, sw];
-    Ok(Some(match cpu {
-        CpuStorage::F32(v) => sums(v, |x| x, g),
-        CpuStorage::F16(v) => sums(v, |x: f16| x.to_f32(), g),
-        CpuStorage::BF16(v) => sums(v, |x: bf16| x.to_f32(), g),
-        other => return Err(crate::Error::Internal(format!("pooling a {:?} tensor", other.dtype()))),
-    }))
 }
 
 #[cfg(test)]

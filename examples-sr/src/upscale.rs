@@ -153,26 +153,10 @@ fn reflect(i: isize, n: usize) -> usize {
 /// (all of it when `None`).
 pub fn channel_sums(blob: &Tensor, region: Option<(usize, usize)>) -> Result<Vec<ExactSum>, Error> {
     let dims = blob.dims();
-    let [_, c, h, w] = <[usize; 4]>::try_from(dims)
+    let [_, _, h, w] = <[usize; 4]>::try_from(dims)
         .map_err(|_| Error::Internal(format!("pooling a {}-D tensor {dims:?}", dims.len())))?;
     let (rh, rw) = region.unwrap_or((h, w));
-    if rh > h || rw > w || rh == 0 || rw == 0 {
-        return Err(Error::Internal(format!("pooling region {rh}x{rw} of a {h}x{w} map")));
-    }
-    if let Some(sums) = crate::ops::channel_sums_cpu(blob, rh, rw)? {
-        return Ok(sums);
-    }
-    let t = if (rh, rw) == (h, w) { blob.clone() } else { blob.narrow(2, 0, rh)?.narrow(3, 0, rw)? };
-    let data = t.to_vec::<f32>()?;
-    Ok(data
-        .chunks_exact(rh * rw)
-        .take(c)
-        .map(|plane| {
-            let mut s = ExactSum::new();
-            s.add_slice(plane);
-            s
-        })
-        .collect())
+    Ok(blob.channel_exact_sums(rh, rw)?)
 }
 
 /// The per-channel means from whole-image sums.

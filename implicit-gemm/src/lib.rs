@@ -7,9 +7,11 @@
 //! [`cpu`] is the CPU executor.
 
 pub mod cpu;
+pub mod epilogue;
 pub mod geometry;
 pub mod nhwc;
 
+pub use epilogue::{Activation, Epilogue};
 pub use geometry::{ConvGeometry, ConvKind, GemmDims, Phase, Tap};
 
 #[cfg(test)]

@@ -149,3 +149,35 @@ fn workspace_does_not_grow_with_the_image() {
     let large = CpuConvPlan::new(&g, 0..1024, 2, MicroKernel::Portable, None).workspace_bytes();
     assert_eq!(small, large);
 }
+
+#[test]
+fn the_fused_epilogue_matches_its_definition() {
+    use crate::epilogue::{Activation, Epilogue};
+    let mut rng = StdRng::seed_from_u64(0xe9);
+    let acts = [Activation::Identity, Activation::Relu, Activation::LeakyRelu(0.2), Activation::Silu, Activation::Gelu];
+    for i in 0..40 {
+        let g = random_geometry(&mut rng);
+        let act = acts[i % acts.len()];
+        let x: Vec<f32> = (0..g.input_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let wt: Vec<f32> = (0..g.weight_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let bias: Vec<f32> = (0..g.out_channels).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let res: Vec<f32> = (0..g.output_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let scale = [1.0f32, 0.5, 1.25][i % 3];
+        let to64 = |v: &[f32]| v.iter().map(|&e| e as f64).collect::<Vec<_>>();
+        let conv = reference(&g, &to64(&x), &to64(&wt), Some(&to64(&bias)));
+        let with_res = i % 2 == 0;
+        let ep = Epilogue { activation: act, residual: with_res.then_some(res.as_slice()), scale };
+        let mut out = vec![f32::NAN; g.output_len()];
+        let [p, _] = g.out_hw();
+        for rows in [0..p / 2, p / 2..p] {
+            let plan = CpuConvPlan::new(&g, rows, 2, MicroKernel::detect(), None);
+            let mut ws = vec![f32::NAN; plan.workspace_floats()];
+            plan.run_fused(&x, &wt, Some(&bias), &ep, &mut out, &mut ws);
+        }
+        let scale_tol = (g.in_channels_per_group() as f64 * g.taps() as f64).sqrt().max(1.0);
+        for (j, (o, c)) in out.iter().zip(&conv).enumerate() {
+            let want = (act.apply(*c as f32) as f64 + if with_res { res[j] as f64 } else { 0.0 }) * scale as f64;
+            assert!((*o as f64 - want).abs() <= 2e-5 * scale_tol, "{g:?} {act:?} element {j}: {o} vs {want}");
+        }
+    }
+}

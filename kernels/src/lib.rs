@@ -160,6 +160,8 @@ pub enum Elem {
     Dst,
     /// Always u32 (argmax/argmin indices).
     U32,
+    /// Always u64 (exact-sum buckets).
+    U64,
     /// Always f32 (workspaces of statistics).
     F32,
     /// Always u8 (comparison results, where_cond masks).
@@ -176,6 +178,7 @@ impl Elem {
             Elem::Src => "S",
             Elem::Dst => "D",
             Elem::U32 => "rv_u32",
+            Elem::U64 => "rv_u64",
             Elem::F32 => "float",
             Elem::U8 => "rv_u8",
             Elem::Idx => "rv_##IDX",
@@ -271,6 +274,8 @@ pub enum Launch {
     /// One block of one warp: the device's wave size for the native family, 32 for the
     /// emulations.
     MmaTile,
+    /// grid = (ceil(rows*cols / per_block), channels, 1); blockDim.x a multiple of 32, <= 256.
+    ChannelBlocks,
 }
 
 /// A kernel family: one signature, instantiated per op and dtype.
@@ -927,6 +932,21 @@ const REDUCE: &[Family] = &[
         ],
         launch: Launch::BlockPerRow,
         doc: "Softmax / log-softmax over the last dimension, max-subtracted, f32 accumulation.",
+    },
+    Family {
+        pattern: "exact_channel_sums_{dtype}",
+        export_macro: "RV_EXPORT_EXACT_SUMS",
+        ops: &[],
+        types: Types::Gemm,
+        args: &[
+            arg("view", ArgType::Strided, "the [C, rows, cols] region, source strides"),
+            arg("in", cptr(Elem::T), "input"),
+            arg("per_block", ArgType::I64, "values of a channel per block"),
+            arg("buckets", mptr(Elem::U64), "[C, 256] significand sums by biased exponent (i64 as u64), zeroed"),
+            arg("non_finite", mptr(Elem::U32), "[C] set to 1 where an inf or NaN was seen, zeroed"),
+        ],
+        launch: Launch::ChannelBlocks,
+        doc: "Order-independent exact per-channel sums (the buckets of rocm_vision::ExactSum).",
     },
 ];
 

@@ -427,7 +427,11 @@ RV_DEVICE void rv_offset2(rv_i64 i, const rv_strided& a, const rv_strided& b, bo
 //      per-channel bias or a scalar) and a multiple of N long: one index computation per
 //      vector of N elements (they lie in one row); a broadcast operand is splat;
 //   3. anything else: element by element through the strides.
-template <typename T, int N> struct alignas(sizeof(T) * N) rv_vec { T e[N]; };
+template <typename T, int N> struct rv_vec_bytes { static constexpr int value = (int)sizeof(T) * N; };
+template <typename T, int N>
+struct alignas(rv_vec_bytes<T, N>::value) rv_vec {
+    T e[N];
+};
 
 RV_DEVICE bool rv_aligned(const void* p, int bytes) { return ((rv_u64)p & (rv_u64)(bytes - 1)) == 0; }
 

@@ -18,6 +18,15 @@
 // softmax_lastdim_<dtype>  (rv_i64 rows, rv_i64 cols, const T* in, T* out)
 //   out[r, :] = exp(in[r, :] - max) / sum(exp(in[r, :] - max)); launch as reduce_*_lastdim.
 // log_softmax_lastdim_<dtype>  same arguments: in - max - log(sum(exp(in - max))).
+// exact_channel_sums_<dtype>   dtype in f32 f16 bf16
+//   (rv_strided view, const T* in, rv_i64 per_block, rv_u64* buckets, rv_u32* non_finite)
+//   `view` has dims [C, rows, cols] and the source's strides. Per channel c, every value
+//   (as f32) adds its signed 24-bit significand into buckets[c*256 + biased exponent]
+//   (subnormals into bucket 1): integer additions, so the result does not depend on the
+//   order or grouping of the values -- a sum over tiles equals the sum over the whole map
+//   bit for bit. An inf or NaN sets non_finite[c]. i64 sums as two's complement u64.
+//   Launch: grid (ceil(rows*cols / per_block), C, 1), blockDim.x 256 (any multiple of 32);
+//   buckets and non_finite zeroed by the host.
 #include "prelude.h"
 
 // A running (value, index) pair for argmax/argmin. `better` decides whether b replaces a;
@@ -142,6 +151,41 @@ __device__ void rv_softmax_lastdim(rv_i64 rows, rv_i64 cols, const T* __restrict
     }
 }
 
+template <typename T>
+__device__ void rv_exact_channel_sums(const rv_strided& v, const T* __restrict__ in, rv_i64 per_block,
+                                      rv_u64* __restrict__ buckets, rv_u32* __restrict__ non_finite) {
+    __shared__ rv_u64 acc[256];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) acc[i] = 0;
+    __syncthreads();
+    const unsigned cols = (unsigned)v.dims[2];
+    const rv_i64 n = v.dims[1] * v.dims[2];
+    const rv_i64 begin = (rv_i64)blockIdx.x * per_block;
+    const rv_i64 end = begin + per_block < n ? begin + per_block : n;
+    const T* base = in + (rv_i64)blockIdx.y * v.strides[0];
+    bool bad = false;
+    for (rv_i64 i = begin + threadIdx.x; i < end; i += blockDim.x) {
+        const unsigned y = (unsigned)i / cols, x = (unsigned)i - y * cols;
+        const rv_u32 bits = __float_as_uint(rv_type<T>::to_acc(base[(rv_i64)y * v.strides[1] + (rv_i64)x * v.strides[2]]));
+        const rv_u32 e = (bits >> 23) & 0xffu;
+        if (e == 0xffu) {
+            bad = true;
+            continue;
+        }
+        const rv_u64 frac = bits & 0x7fffffu;
+        const rv_u64 sig = e == 0 ? frac : (frac | (1u << 23));
+        atomicAdd(&acc[e == 0 ? 1 : e], (bits >> 31) ? (rv_u64)0 - sig : sig);
+    }
+    if (bad) atomicOr(&non_finite[blockIdx.y], 1u);
+    __syncthreads();
+    for (int i = threadIdx.x; i < 256; i += blockDim.x)
+        if (acc[i] != 0) atomicAdd(&buckets[(rv_i64)blockIdx.y * 256 + i], acc[i]);
+}
+
+#define RV_EXPORT_EXACT_SUMS(NAME, T)                                                                              \
+    RV_KERNEL void RV_BOUNDS NAME(rv_strided view, const T* in, rv_i64 per_block, rv_u64* buckets,         \
+                                  rv_u32* non_finite) {                                                    \
+        rv_exact_channel_sums<T>(view, in, per_block, buckets, non_finite);                                \
+    }
 #define RV_EXPORT_REDUCE_LASTDIM(NAME, OP, T)                                                                      \
     RV_KERNEL void RV_BOUNDS NAME(rv_i64 outer, rv_i64 len, const T* in, T* out) {                         \
         rv_reduce_lastdim<T, rv_op_##OP>(outer, len, in, out);                                             \
@@ -212,3 +256,6 @@ RV_EXPORT_SOFTMAX(log_softmax_lastdim_f32, true, float)
 RV_EXPORT_SOFTMAX(log_softmax_lastdim_f16, true, rv_half)
 RV_EXPORT_SOFTMAX(log_softmax_lastdim_bf16, true, rv_bf16)
 RV_EXPORT_SOFTMAX(log_softmax_lastdim_f64, true, double)
+RV_EXPORT_EXACT_SUMS(exact_channel_sums_f32, float)
+RV_EXPORT_EXACT_SUMS(exact_channel_sums_f16, rv_half)
+RV_EXPORT_EXACT_SUMS(exact_channel_sums_bf16, rv_bf16)

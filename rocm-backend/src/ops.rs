@@ -382,6 +382,51 @@ pub fn reduce(op: Reduce, x: &DeviceArray, outer: usize, len: usize, inner: usiz
     Ok(out)
 }
 
+/// Per-channel exact sums of a `[C, rows, cols]` view of `x` (f32/f16/bf16): for each
+/// channel, the 256 buckets of signed significand sums by biased f32 exponent (the layout
+/// of `rocm_vision::ExactSum`) and whether an inf or NaN was seen. Order-independent, so
+/// tiles and whole maps agree bit for bit; the host reads back 2 KiB per channel.
+pub fn exact_channel_sums(x: &DeviceArray, view: &Layout) -> Result<(Vec<i64>, Vec<bool>)> {
+    check_view("exact_channel_sums", x, view)?;
+    let d = kernel_dtype(x.dtype)?;
+    let &[c, rows, cols] = view.dims() else {
+        return Err(RocmError::op(
+            "exact_channel_sums",
+            format!("needs a [C, rows, cols] view, got {:?}", view.dims()),
+        ));
+    };
+    if !kernels::DType::GEMM.contains(&d) || rows * cols >= 1 << 31 || c > 65535 {
+        return Err(RocmError::op(
+            "exact_channel_sums",
+            format!(
+                "{c} channels of {rows}x{cols} {:?}: needs f32/f16/bf16, under 2^31 values per channel, at most 65535 channels",
+                x.dtype
+            ),
+        ));
+    }
+    let dev = device(x);
+    let buckets = DeviceArray::zeros(dev, DType::I64, c * 256)?;
+    let flags = DeviceArray::zeros(dev, DType::U32, c)?;
+    // 16 values per thread per block: enough to amortise the block's bucket flush.
+    let per_block = 16 * BLOCK as usize;
+    if c > 0 && rows * cols > 0 {
+        launch(
+            dev,
+            &format!("exact_channel_sums_{}", d.suffix()),
+            ((rows * cols).div_ceil(per_block) as u32, c as u32, 1),
+            (BLOCK, 1, 1),
+            &mut [
+                Arg::Strided(strided(view)?),
+                Arg::Ptr(x.ptr_at(view.start_offset())),
+                Arg::I64(per_block as i64),
+                Arg::Ptr(buckets.ptr_at(0)),
+                Arg::Ptr(flags.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok((buckets.to_vec::<i64>()?, flags.to_vec::<u32>()?.into_iter().map(|f| f != 0).collect()))
+}
+
 /// Softmax over the last dimension of a contiguous `[rows, cols]` array.
 pub fn softmax_last_dim(x: &DeviceArray, rows: usize, cols: usize) -> Result<DeviceArray> {
     let d = float_only("softmax", x.dtype)?;

@@ -13,8 +13,8 @@ use crate::problem::{Conv1dParams, Conv2dParams, ConvDType, ConvProblem};
 use crate::workspace::WorkspaceMeter;
 use candle_core::{Device, Storage, Tensor, WithDType};
 use half::{bf16, f16};
-use implicit_gemm::ConvGeometry;
 use implicit_gemm::cpu::{CpuConvPlan, Element, MicroKernel};
+use implicit_gemm::{ConvGeometry, Epilogue};
 
 /// Winograd's rate in GFLOP/s per thread of the direct convolution's FLOP count (it does
 /// 2.25x fewer multiplies, but its transforms cost per channel, so it pays off only with
@@ -325,12 +325,43 @@ impl CpuConv {
         weight: &Tensor,
         bias: Option<&Tensor>,
     ) -> Result<Tensor, ConvError> {
+        self.run_plan_fused(plan, input, weight, bias, &Epilogue::default())
+    }
+
+    /// Runs a given plan with an epilogue: `out = (act(conv + bias) + residual) · scale`.
+    /// The implicit GEMM applies it in its write-out; the other kernels in one pass after.
+    pub fn run_plan_fused(
+        &self,
+        plan: &CpuPlan,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        epilogue: &Epilogue<&Tensor>,
+    ) -> Result<Tensor, ConvError> {
         let problem = &plan.problem;
         check_tensors(problem, input, weight, bias)?;
+        if let Some(r) = epilogue.residual {
+            if r.dims() != problem.output_shape() || ConvDType::from_candle(r.dtype()) != Some(problem.dtype) {
+                return Err(ConvError::Parameter {
+                    op: "conv",
+                    param: "residual",
+                    value: format!("{:?} {:?}", r.dims(), r.dtype()),
+                    reason: "must have the output's shape and dtype",
+                });
+            }
+            if !r.device().is_cpu() {
+                return Err(ConvError::Parameter {
+                    op: "conv",
+                    param: "residual device",
+                    value: format!("{:?}", r.device().location()),
+                    reason: "the CPU engine needs CPU tensors",
+                });
+            }
+        }
         match problem.dtype {
-            ConvDType::F32 => self.run_typed::<f32>(plan, input, weight, bias),
-            ConvDType::F16 => self.run_typed::<f16>(plan, input, weight, bias),
-            ConvDType::BF16 => self.run_typed::<bf16>(plan, input, weight, bias),
+            ConvDType::F32 => self.run_typed::<f32>(plan, input, weight, bias, epilogue),
+            ConvDType::F16 => self.run_typed::<f16>(plan, input, weight, bias, epilogue),
+            ConvDType::BF16 => self.run_typed::<bf16>(plan, input, weight, bias, epilogue),
         }
     }
 
@@ -340,11 +371,19 @@ impl CpuConv {
         input: &Tensor,
         weight: &Tensor,
         bias: Option<&Tensor>,
+        epilogue: &Epilogue<&Tensor>,
     ) -> Result<Tensor, ConvError> {
         let problem = &plan.problem;
         let g = &problem.geometry;
+        let residual = epilogue.residual.map(|r| r.contiguous()).transpose()?;
+        let r_guard = residual.as_ref().map(|r| r.storage_and_layout());
+        let res = match &r_guard {
+            Some((st, l)) => Some(cpu_slice::<T>(st, l)?),
+            None => None,
+        };
         if plan.kernel == CpuKernel::CandleIm2col {
-            return candle_conv::run::<T>(plan, input, weight, bias);
+            let out = candle_conv::run::<T>(plan, input, weight, bias)?;
+            return apply_epilogue::<T>(out, &epilogue.map_residual(|_| res.expect("mapped from Some")));
         }
         let input = input.contiguous()?;
         let weight = weight.contiguous()?;
@@ -360,6 +399,11 @@ impl CpuConv {
         };
         let mut out = output_buffer::<T>(g.output_len());
         let (img_in, img_out) = (g.input_len() / g.batch, g.output_len() / g.batch);
+        let batch_epilogue = |chunk: &Chunk| {
+            epilogue.map_residual(|_| {
+                &res.expect("mapped from Some")[chunk.batch.start * img_out..chunk.batch.end * img_out]
+            })
+        };
         for chunk in plan.chunks() {
             let gc = chunk_geometry(problem, &chunk);
             let xs = &x[chunk.batch.start * img_in..chunk.batch.end * img_in];
@@ -369,7 +413,7 @@ impl CpuConv {
                 CpuKernel::ImplicitGemm(mk) => {
                     let exec = catalog.implicit_plan(mk, problem, &chunk, plan.workspace_limit);
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats());
-                    exec.run(xs, w, b, os, &mut ws);
+                    exec.run_fused(xs, w, b, &batch_epilogue(&chunk), os, &mut ws);
                 }
                 CpuKernel::Winograd(mk) => {
                     let exec = catalog.winograd_plan(mk, problem, &chunk, plan.workspace_limit).ok_or_else(|| {
@@ -388,8 +432,31 @@ impl CpuConv {
                 CpuKernel::CandleIm2col => unreachable!("handled before the chunk loop"),
             }
         }
-        Ok(Tensor::from_vec(out, problem.output_shape(), &Device::Cpu)?)
+        let out = Tensor::from_vec(out, problem.output_shape(), &Device::Cpu)?;
+        if matches!(plan.kernel, CpuKernel::ImplicitGemm(_)) {
+            return Ok(out);
+        }
+        apply_epilogue::<T>(out, &epilogue.map_residual(|_| res.expect("mapped from Some")))
     }
+}
+
+/// `out = (act(out) + residual) · scale` over a contiguous CPU tensor (the bias is already
+/// in), in parallel; `out` itself when the epilogue is plain.
+fn apply_epilogue<T: Element + WithDType>(out: Tensor, epilogue: &Epilogue<&[T]>) -> Result<Tensor, ConvError> {
+    if epilogue.is_plain() {
+        return Ok(out);
+    }
+    use rayon::prelude::*;
+    let shape = out.dims().to_vec();
+    let mut v = out.flatten_all()?.to_vec1::<T>()?;
+    const CHUNK: usize = 1 << 14;
+    v.par_chunks_mut(CHUNK).enumerate().for_each(|(i, part)| {
+        let res = epilogue.residual.map(|r| &r[i * CHUNK..i * CHUNK + part.len()]);
+        for (j, e) in part.iter_mut().enumerate() {
+            *e = T::from_f32(epilogue.apply(e.to_f32(), res.map_or(0.0, |r| r[j].to_f32())));
+        }
+    });
+    Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
 }
 
 /// A fresh output buffer. Builds with debug assertions (every test build) poison it

@@ -17,6 +17,7 @@ mod pack;
 pub use element::Element;
 pub use microkernel::{MR, MicroKernel, NR};
 
+use crate::epilogue::Epilogue;
 use crate::geometry::{ConvGeometry, ConvKind, Phase, phases};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -197,8 +198,25 @@ impl CpuConvPlan {
         output: &mut [T],
         workspace: &mut [f32],
     ) {
+        self.run_fused(input, weight, bias, &Epilogue::default(), output, workspace)
+    }
+
+    /// [`Self::run`] with the epilogue applied in the write-out: `out = (act(acc + bias) +
+    /// residual) · scale`, the residual indexed as the output (the whole NCHW tensor).
+    pub fn run_fused<T: Element>(
+        &self,
+        input: &[T],
+        weight: &[T],
+        bias: Option<&[T]>,
+        epilogue: &Epilogue<&[T]>,
+        output: &mut [T],
+        workspace: &mut [f32],
+    ) {
         let g = &self.geom;
         g.assert_buffer_lengths(input.len(), weight.len(), bias.map(<[T]>::len), output.len());
+        if let Some(r) = epilogue.residual {
+            assert_eq!(r.len(), output.len(), "residual and output lengths differ");
+        }
         assert!(workspace.len() >= self.workspace_floats(), "workspace too small");
         let (a_pack, slots) = workspace.split_at_mut(self.a_floats());
         self.pack_weights(weight, a_pack);
@@ -212,7 +230,7 @@ impl CpuConvPlan {
             let Some(unit) = self.units.get(u) else { break };
             // SAFETY: units cover disjoint output elements (distinct image, channel group,
             // phase or column block), so no two workers write the same element.
-            unsafe { self.run_unit(unit, input, a_pack, bias, out, slot) };
+            unsafe { self.run_unit(unit, input, a_pack, bias, epilogue, out, slot) };
         };
         if self.workers == 1 {
             work(&mut slots[..slot_len]);
@@ -284,6 +302,7 @@ impl CpuConvPlan {
         input: &[T],
         a_pack: &[f32],
         bias: Option<&[T]>,
+        epilogue: &Epilogue<&[T]>,
         out: SharedMut<T>,
         slot: &mut [f32],
     ) {
@@ -330,7 +349,8 @@ impl CpuConvPlan {
             kb += kcb;
         }
 
-        // Epilogue: bias, narrowing, and the store into NCHW.
+        // Epilogue: bias, activation, residual and scale, narrowing, and the store into NCHW.
+        let plain = epilogue.is_plain();
         for row in 0..m {
             let ch = unit.group * m + row;
             let acc = &mut c_tile[row * ldc..row * ldc + ncols];
@@ -342,6 +362,12 @@ impl CpuConvPlan {
             if g.kind == ConvKind::Forward {
                 // A forward phase spans whole output rows: its pixels are contiguous.
                 let start = plane + ph.row0 * q + unit.col_start;
+                if !plain {
+                    let res = epilogue.residual.map(|r| &r[start..start + ncols]);
+                    for (j, v) in acc.iter_mut().enumerate() {
+                        *v = epilogue.apply(*v, res.map_or(0.0, |r| r[j].to_f32()));
+                    }
+                }
                 // SAFETY: in bounds (row0·q + col_start + ncols ≤ p·q) and owned by this unit.
                 let dst = unsafe { std::slice::from_raw_parts_mut(out.0.add(start), ncols) };
                 T::narrow(acc, dst);
@@ -350,8 +376,11 @@ impl CpuConvPlan {
                     let lin = unit.col_start + j;
                     let (i, jj) = (lin / ph.cols, lin % ph.cols);
                     let (op, oq) = (ph.row0 + i * ph.row_step, ph.col0 + jj * ph.col_step);
+                    let idx = plane + op * q + oq;
+                    let v =
+                        if plain { *v } else { epilogue.apply(*v, epilogue.residual.map_or(0.0, |r| r[idx].to_f32())) };
                     // SAFETY: (op, oq) is inside the output plane and owned by this unit.
-                    unsafe { *out.0.add(plane + op * q + oq) = T::from_f32(*v) };
+                    unsafe { *out.0.add(idx) = T::from_f32(v) };
                 }
             }
         }

@@ -1,4 +1,6 @@
-//! An order-independent sum of f32 values, for the SE blocks' global means.
+//! An order-independent sum of f32 values (Real-CUGAN's SE blocks take their global means
+//! with it), and [`Tensor::channel_exact_sums`](crate::Tensor::channel_exact_sums), which
+//! computes one per channel of a feature map on either device.
 //!
 //! A tiled run adds each tile's share of a feature map to the sum, the untiled run adds
 //! the whole map at once; for the two to agree bit for bit, the sum must not depend on the
@@ -8,20 +10,26 @@
 //! the same for any partition of the values, and the final conversion to f64 is a fixed
 //! function of it.
 
+use crate::error::{Error, Result};
+
+/// Buckets of an [`ExactSum`]: one per biased f32 exponent 0..=254 (bucket 0 stays empty:
+/// subnormals go to bucket 1; exponent 255, inf and NaN, is flagged instead).
+pub const EXACT_SUM_BUCKETS: usize = 255;
+
 /// Exact sum of f32 values (one accumulator; use one per channel).
 #[derive(Clone, Debug)]
 pub struct ExactSum {
     /// `buckets[e]`: sum of the signed 24-bit significands of the values with biased
     /// exponent `e` (subnormals share bucket 1 with the smallest normals). Each add is
     /// below 2^24 in magnitude, so a bucket cannot overflow before 2^39 additions.
-    buckets: Box<[i64; 255]>,
+    buckets: Box<[i64; EXACT_SUM_BUCKETS]>,
     count: u64,
     non_finite: bool,
 }
 
 impl Default for ExactSum {
     fn default() -> Self {
-        ExactSum { buckets: Box::new([0; 255]), count: 0, non_finite: false }
+        ExactSum { buckets: Box::new([0; EXACT_SUM_BUCKETS]), count: 0, non_finite: false }
     }
 }
 
@@ -44,6 +52,14 @@ impl ExactSum {
         let (sig, bucket) = if exp == 0 { (frac, 1) } else { (frac | (1 << 23), exp) };
         self.buckets[bucket] += if bits >> 31 == 1 { -sig } else { sig };
         self.count += 1;
+    }
+
+    /// The accumulator that adding `count` values gives when their significands summed to
+    /// `buckets` (at least [`EXACT_SUM_BUCKETS`] long; the GPU kernel's layout).
+    pub fn from_buckets(buckets: &[i64], count: u64, non_finite: bool) -> Self {
+        let mut s = ExactSum { count, non_finite, ..Default::default() };
+        s.buckets.copy_from_slice(&buckets[..EXACT_SUM_BUCKETS]);
+        s
     }
 
     pub fn add_slice(&mut self, values: &[f32]) {
@@ -88,6 +104,65 @@ impl ExactSum {
     pub fn mean(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum() / self.count as f64)
     }
+}
+
+/// Per-channel exact sums of the first `rows x cols` of each `H x W` plane of a
+/// `[1, C, H, W]` CPU tensor (any strides), read in place and summed in parallel over
+/// channels.
+pub(crate) fn cpu_channel_sums(t: &candle_core::Tensor, rows: usize, cols: usize) -> Result<Vec<ExactSum>> {
+    use candle_core::CpuStorage;
+    use candle_core::backend::BackendStorage;
+    use half::{bf16, f16};
+    use rayon::prelude::*;
+    let (storage, layout) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return Err(Error::op("channel_exact_sums", "a CPU tensor backed by another device"));
+    };
+    let [c, _, _] = plane_shape(layout.dims(), rows, cols)?;
+    let st = layout.stride();
+    let (sc, sh, sw) = (st[1], st[2], st[3]);
+    let start = layout.start_offset();
+    fn sums<T: Copy + Sync>(v: &[T], to_f32: impl Fn(T) -> f32 + Sync, g: [usize; 7]) -> Vec<ExactSum> {
+        let [c, rows, cols, start, sc, sh, sw] = g;
+        (0..c)
+            .into_par_iter()
+            .map(|ch| {
+                let mut s = ExactSum::new();
+                for y in 0..rows {
+                    let base = start + ch * sc + y * sh;
+                    if sw == 1 {
+                        v[base..base + cols].iter().for_each(|&x| s.add(to_f32(x)));
+                    } else {
+                        (0..cols).for_each(|x| s.add(to_f32(v[base + x * sw])));
+                    }
+                }
+                s
+            })
+            .collect()
+    }
+    let g = [c, rows, cols, start, sc, sh, sw];
+    Ok(match cpu {
+        CpuStorage::F32(v) => sums(v, |x| x, g),
+        CpuStorage::F16(v) => sums(v, |x: f16| x.to_f32(), g),
+        CpuStorage::BF16(v) => sums(v, |x: bf16| x.to_f32(), g),
+        other => {
+            return Err(Error::op(
+                "channel_exact_sums",
+                format!("a {:?} tensor; expected f32, f16 or bf16", other.dtype()),
+            ));
+        }
+    })
+}
+
+/// `[C, rows, cols]` of a `[1, C, H, W]` tensor whose first `rows x cols` are summed.
+pub(crate) fn plane_shape(dims: &[usize], rows: usize, cols: usize) -> Result<[usize; 3]> {
+    let &[1, c, h, w] = dims else {
+        return Err(Error::op("channel_exact_sums", format!("needs a [1, C, H, W] tensor, got {dims:?}")));
+    };
+    if rows == 0 || cols == 0 || rows > h || cols > w {
+        return Err(Error::op("channel_exact_sums", format!("region {rows}x{cols} of a {h}x{w} map")));
+    }
+    Ok([c, rows, cols])
 }
 
 #[cfg(test)]
