@@ -204,7 +204,7 @@ impl NcnnModel {
                 msg,
             };
             let in_shapes: Vec<BlobShape> = bottoms.iter().map(|&b| blobs[b].shape).collect();
-            let out_shape = infer_shape(&kind, &in_shapes).map_err(inconsistent)?;
+            let out_shape = kind.output_shape(&in_shapes).map_err(inconsistent)?;
 
             for &b in &bottoms {
                 if !blobs[b].consumers.contains(&index) {
@@ -254,88 +254,6 @@ impl NcnnModel {
     pub fn inputs(&self) -> impl Iterator<Item = &Blob> + '_ {
         self.blobs.iter().filter(|b| matches!(self.layers[b.producer].kind, LayerKind::Input(_)))
     }
-}
-
-/// The shape of a layer's outputs from its inputs' shapes, or why they do not fit it.
-fn infer_shape(kind: &LayerKind, inputs: &[BlobShape]) -> Result<BlobShape, String> {
-    use BlobShape::{Image, Vector};
-    let check = |have: Option<usize>, want: usize, what: &str| match have {
-        Some(h) if h != want => Err(format!("{what}: the input has {h} channels, the weights expect {want}")),
-        _ => Ok(()),
-    };
-    // The layer builders checked the input count; `inputs` has that many entries.
-    Ok(match (kind, inputs) {
-        (LayerKind::Input(i), []) => Image { channels: (i.c > 0).then_some(i.c) },
-        (LayerKind::Convolution(c), [Image { channels }]) => {
-            check(*channels, c.num_input, "convolution")?;
-            Image { channels: Some(c.num_output) }
-        }
-        (LayerKind::Deconvolution(d), [Image { channels }]) => {
-            check(*channels, d.num_input, "deconvolution")?;
-            Image { channels: Some(d.num_output) }
-        }
-        (LayerKind::Split, [s]) => *s,
-        (LayerKind::Pooling(Pooling::GlobalAverage), [Image { channels }]) => Vector { len: *channels },
-        (LayerKind::InnerProduct(ip), [Vector { len }]) => {
-            if let Some(len) = len.filter(|&l| l != ip.num_input) {
-                return Err(format!("the input vector has {len} values, the weights expect {}", ip.num_input));
-            }
-            Vector { len: Some(ip.num_output) }
-        }
-        (LayerKind::BinaryOp(_), [Image { channels: a }, Image { channels: b }]) => match (a, b) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(format!("operands have {a} and {b} channels"));
-            }
-            _ => Image { channels: a.or(*b) },
-        },
-        (LayerKind::BinaryOp(_), [Vector { len: a }, Vector { len: b }]) => match (a, b) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(format!("operands have {a} and {b} values"));
-            }
-            _ => Vector { len: a.or(*b) },
-        },
-        // Per-channel broadcast: [C, H, W] op [C].
-        (LayerKind::BinaryOp(_), [Image { channels }, Vector { len }]) => match (channels, len) {
-            (Some(c), Some(l)) if c != l => {
-                return Err(format!("per-channel operand has {l} values for {c} channels"));
-            }
-            _ => Image { channels: channels.or(*len) },
-        },
-        (LayerKind::Crop(crop), [Image { channels }]) => {
-            let mut channels = *channels;
-            if let Some(s) = crop.slices.iter().find(|s| s.axis == CropAxis::C) {
-                channels = match channels {
-                    Some(c) => {
-                        Some(Crop { slices: vec![*s] }.resolve_chw(c, 1, 1).map_err(|e| e.to_string())?.channels)
-                    }
-                    None => None,
-                };
-            }
-            Image { channels }
-        }
-        (LayerKind::PixelShuffle(ps), [Image { channels }]) => {
-            let r2 = ps
-                .upscale_factor
-                .checked_mul(ps.upscale_factor)
-                .ok_or_else(|| format!("upscale_factor {} is too large", ps.upscale_factor))?;
-            match channels {
-                Some(c) if c % r2 != 0 => {
-                    return Err(format!("{c} channels are not a multiple of upscale_factor^2 = {r2}"));
-                }
-                _ => Image { channels: channels.map(|c| c / r2) },
-            }
-        }
-        (kind, inputs) => {
-            let kinds: Vec<&str> = inputs
-                .iter()
-                .map(|s| match s {
-                    Image { .. } => "[C, H, W]",
-                    Vector { .. } => "1-D",
-                })
-                .collect();
-            return Err(format!("{kind} does not take inputs of shape {}", kinds.join(" and ")));
-        }
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,244 @@
+//! What a network does to an input of a given size, worked out without running it: each
+//! blob's shape and its size relative to the input, the convolutions' FLOPs and the peak
+//! memory of a run.
+
+use std::collections::HashSet;
+
+use super::graph::NodeKind;
+use super::{Network, err};
+use crate::Error;
+use crate::ncnn::Activation;
+
+/// A blob's spatial size relative to the net input: `num / den` (reduced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ratio {
+    pub num: usize,
+    pub den: usize,
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+pub(super) fn lcm(a: usize, b: usize) -> usize {
+    a / gcd(a, b) * b
+}
+
+impl Ratio {
+    pub const ONE: Ratio = Ratio { num: 1, den: 1 };
+
+    fn new(num: usize, den: usize) -> Ratio {
+        let g = gcd(num, den).max(1);
+        Ratio { num: num / g, den: den / g }
+    }
+
+    pub(super) fn times(self, k: usize) -> Ratio {
+        Ratio::new(self.num * k, self.den)
+    }
+
+    pub(super) fn over(self, k: usize) -> Ratio {
+        Ratio::new(self.num, self.den * k)
+    }
+
+    /// `n · num / den` when that is a whole number.
+    pub fn of(self, n: usize) -> Option<usize> {
+        (n * self.num % self.den == 0).then_some(n * self.num / self.den)
+    }
+}
+
+/// Shape of a blob for one input size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// `[1, c, h, w]`.
+    Image { c: usize, h: usize, w: usize },
+    /// A vector of per-channel values (pooling and fully-connected outputs).
+    Vector(usize),
+}
+
+/// One global-average-pooling layer (an SE block's squeeze).
+#[derive(Clone, Debug)]
+pub struct PoolInfo {
+    /// The ncnn layer name (`mean_64`, ...).
+    pub layer: String,
+    /// Channels averaged.
+    pub channels: usize,
+    /// Size of the pooled feature map relative to the net input.
+    pub ratio: Ratio,
+    /// The blob averaged (index into the blob table; for [`Network::blob_shape`]).
+    pub blob: usize,
+}
+
+impl Network {
+    /// Every blob's shape for a `[1, C, h, w]` input, or why that input does not fit the
+    /// graph (a crop larger than its blob, operands of different sizes, ...).
+    pub fn shapes(&self, h: usize, w: usize) -> Result<Vec<Option<Shape>>, Error> {
+        let c = self.input_channels().unwrap_or(3);
+        let mut shapes: Vec<Option<Shape>> = vec![None; self.graph.blobs.len()];
+        shapes[self.graph.input] = Some(Shape::Image { c, h, w });
+        for node in &self.graph.nodes {
+            let at = |msg: String| err(format!("layer '{}' on a {w}x{h} input: {msg}", node.name));
+            let input = |i: usize| shapes[node.bottoms[i]].ok_or_else(|| at(format!("input {i} has no shape")));
+            let image = |i: usize| match input(i)? {
+                Shape::Image { c, h, w } => Ok((c, h, w)),
+                Shape::Vector(_) => Err(at(format!("input {i} is a vector"))),
+            };
+            let out = match &node.kind {
+                NodeKind::Input => continue,
+                NodeKind::Conv(cv) => {
+                    let (c, h, w) = image(0)?;
+                    if c != cv.in_c {
+                        return Err(at(format!("{c} channels in, the weights expect {}", cv.in_c)));
+                    }
+                    // With the channels checked, the engine rejects only an input too small for
+                    // the (dilated, padded) kernel, or a zero-sized one.
+                    match cv.problem(&[1, c, h, w], self.dtype) {
+                        Ok(p) => {
+                            let [h, w] = p.geometry.out_hw();
+                            Shape::Image { c: cv.out_c, h, w }
+                        }
+                        Err(_) if cv.is_transposed() => return Err(at("the output would be empty".into())),
+                        Err(_) => return Err(at(format!("a {w}x{h} input is smaller than the kernel"))),
+                    }
+                }
+                NodeKind::Split => {
+                    let s = input(0)?;
+                    for &t in &node.tops {
+                        shapes[t] = Some(s);
+                    }
+                    continue;
+                }
+                NodeKind::Pool(_) => Shape::Vector(image(0)?.0),
+                NodeKind::InnerProduct(ip) => match input(0)? {
+                    Shape::Vector(n) if n == ip.num_input => Shape::Vector(ip.num_output),
+                    other => return Err(at(format!("input {other:?}, expected a vector of {}", ip.num_input))),
+                },
+                NodeKind::Add | NodeKind::Mul => match (input(0)?, input(1)?) {
+                    (a, b) if a == b => a,
+                    (a @ Shape::Image { c, .. }, Shape::Vector(n)) if c == n && matches!(node.kind, NodeKind::Mul) => a,
+                    (a, b) => return Err(at(format!("operands {a:?} and {b:?} do not fit"))),
+                },
+                NodeKind::Crop(crop) => {
+                    let (c, h, w) = image(0)?;
+                    let roi = crop.resolve_chw(c, h, w).map_err(|e| at(e.to_string()))?;
+                    Shape::Image { c: roi.channels, h: roi.height, w: roi.width }
+                }
+                NodeKind::PixelShuffle(r) => {
+                    let (c, h, w) = image(0)?;
+                    if c % (r * r) != 0 {
+                        return Err(at(format!("{c} channels are not a multiple of {r}x{r}")));
+                    }
+                    Shape::Image { c: c / (r * r), h: h * r, w: w * r }
+                }
+            };
+            shapes[node.tops[0]] = Some(out);
+        }
+        Ok(shapes)
+    }
+
+    /// Shape of blob `blob` for an `h x w` input.
+    pub fn blob_shape(&self, blob: usize, h: usize, w: usize) -> Result<Shape, Error> {
+        self.shapes(h, w)?.get(blob).copied().flatten().ok_or_else(|| err(format!("blob {blob} has no shape")))
+    }
+
+    /// Output shape `[C, H, W]` for an `h x w` input.
+    pub fn output_shape(&self, h: usize, w: usize) -> Result<(usize, usize, usize), Error> {
+        match self.blob_shape(self.graph.output, h, w)? {
+            Shape::Image { c, h, w } => Ok((c, h, w)),
+            Shape::Vector(_) => Err(err("the output is a vector")),
+        }
+    }
+
+    /// FLOPs (2 per multiply-add) of the convolutions and deconvolutions for an `h x w`
+    /// input, counted as the conv engine counts them.
+    pub fn flops(&self, h: usize, w: usize) -> Result<u64, Error> {
+        let shapes = self.shapes(h, w)?;
+        let mut total = 0;
+        for node in &self.graph.nodes {
+            if let NodeKind::Conv(c) = &node.kind
+                && let Some(Shape::Image { c: ic, h, w }) = shapes[node.bottoms[0]]
+            {
+                total += c.flops(&[1, ic, h, w], self.dtype);
+            }
+        }
+        Ok(total)
+    }
+
+    /// Peak bytes a run on an `h x w` input holds at once: the live feature maps (each
+    /// dropped after its last reader, views and splits sharing storage), plus each layer's
+    /// output and temporaries (the engine's workspace, a contiguous copy of a view, the
+    /// second buffer of a shuffled deconvolution, activations that are not in place) and
+    /// the pooled map's f32 copy. This walks the same graph as the executor, with shapes
+    /// instead of tensors; allocator overhead and the weights are not included.
+    pub fn peak_bytes(&self, h: usize, w: usize) -> Result<usize, Error> {
+        let shapes = self.shapes(h, w)?;
+        let elem = self.dtype.size_in_bytes();
+        let bytes = |s: Option<Shape>| match s {
+            Some(Shape::Image { c, h, w }) => c * h * w * elem,
+            Some(Shape::Vector(n)) => n * 4,
+            None => 0,
+        };
+        // storage[b]: the allocation blob b lives in (splits and crops share their input's; a
+        // crop view keeps its parent's whole allocation alive).
+        let mut storage: Vec<usize> = (0..self.graph.blobs.len()).collect();
+        let mut live_blobs: HashSet<usize> = HashSet::from([self.graph.input]);
+        let storage_bytes: Vec<usize> = shapes.iter().map(|s| bytes(*s)).collect();
+        let live = |live_blobs: &HashSet<usize>, storage: &[usize], storage_bytes: &[usize]| -> usize {
+            let ids: HashSet<usize> = live_blobs.iter().map(|&b| storage[b]).collect();
+            ids.iter().map(|&s| storage_bytes[s]).sum()
+        };
+        let mut peak = 0;
+        for node in &self.graph.nodes {
+            let before = live(&live_blobs, &storage, &storage_bytes);
+            let out = node.tops.first().map_or(0, |&t| bytes(shapes[t]));
+            let extra = match &node.kind {
+                NodeKind::Input => 0,
+                NodeKind::Conv(c) => {
+                    let x = match shapes[node.bottoms[0]] {
+                        Some(Shape::Image { c, h, w }) => [1, c, h, w],
+                        _ => [1, 0, 0, 0],
+                    };
+                    let problem = c.problem(&x, self.dtype).map_err(|e| err(e.to_string()))?;
+                    let workspace = self.device.cpu_conv().plan(&problem).map(|p| p.workspace_bytes).unwrap_or(0);
+                    // A view (crop) is copied to a contiguous input first.
+                    let copy =
+                        if storage[node.bottoms[0]] != node.bottoms[0] { bytes(shapes[node.bottoms[0]]) } else { 0 };
+                    // Leaky ReLU runs in place on the CPU; the others allocate.
+                    let act = match c.activation {
+                        Activation::None => 0,
+                        Activation::LeakyRelu { .. } if self.device.is_cpu() => 0,
+                        Activation::LeakyRelu { .. } => 2 * out,
+                        _ => 3 * out,
+                    };
+                    // The 1x1 form of a deconvolution shuffles into a second buffer.
+                    let shuffle = if c.as_1x1.is_some() { out } else { 0 };
+                    workspace + copy + act + shuffle
+                }
+                NodeKind::PixelShuffle(_) => 0,
+                NodeKind::Pool(_) => match shapes[node.bottoms[0]] {
+                    Some(Shape::Image { c, h, w }) => c * h * w * 4,
+                    _ => 0,
+                },
+                _ => 0,
+            };
+            let new = match node.kind {
+                NodeKind::Split | NodeKind::Crop(_) => 0,
+                // The sum overwrites an operand on the CPU.
+                NodeKind::Add if node.inplace.is_some() && self.device.is_cpu() => 0,
+                _ => out,
+            };
+            peak = peak.max(before + new + extra);
+            for &t in &node.tops {
+                if matches!(node.kind, NodeKind::Split | NodeKind::Crop(_)) {
+                    storage[t] = storage[node.bottoms[0]];
+                }
+                live_blobs.insert(t);
+            }
+            for b in &node.frees {
+                live_blobs.remove(b);
+            }
+        }
+        // The output read back as f32.
+        peak = peak.max(live(&live_blobs, &storage, &storage_bytes) + bytes(shapes[self.graph.output]) / elem * 4);
+        Ok(peak)
+    }
+}
