@@ -299,7 +299,7 @@ mod tests {
         std::os::unix::fs::symlink(loaded_libc(), &lib).unwrap();
         let spec = LibrarySpec { symbols: &["malloc"], ..SPEC };
         let search = SearchPaths::only_dirs([dir.0.clone()]);
-        let (bound, path) = load(&spec, &search, |library| Ok(library)).unwrap();
+        let (bound, path) = load(&spec, &search, Ok).unwrap();
         assert_eq!(path, lib);
         // SAFETY: only looked up.
         assert!(unsafe { bound.get::<unsafe extern "C" fn()>(b"malloc") }.is_ok());
