@@ -11,40 +11,14 @@
 //! benches/anchors/README.md); `--python`, or `ROCM_VISION_PYTHON`, names it.
 
 use candle_core::{DType, Device, Tensor};
+use conv_engine::testing::{CountingAlloc, Realloc};
 use conv_engine::{Conv2dParams, ConvProblem, CpuConv};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-struct Counting;
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            let now = CURRENT.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        CURRENT.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-}
-
+// Growth by copy, as this benchmark has always counted it: the old and the new block both
+// count towards the peak workspace it reports.
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Heap growth above the starting point while `f` runs.
-fn peak_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    let before = CURRENT.load(Ordering::SeqCst);
-    PEAK.store(before, Ordering::SeqCst);
-    let r = f();
-    (r, PEAK.load(Ordering::SeqCst).saturating_sub(before))
-}
+static HEAP: CountingAlloc = CountingAlloc::with_realloc(Realloc::Copy);
 
 #[derive(Clone, Copy)]
 struct Shape {
@@ -131,7 +105,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs `f` once to warm up and measure peak memory, then `reps` times for the median.
 fn time<R>(reps: usize, mut f: impl FnMut() -> R) -> (f64, usize) {
-    let (_, peak) = peak_during(&mut f);
+    let (_, peak) = HEAP.peak_during(&mut f);
     let t = (0..reps)
         .map(|_| {
             let s = Instant::now();

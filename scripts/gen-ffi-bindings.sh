@@ -72,7 +72,7 @@ case "${1:-}" in
     *) echo "gen-ffi-bindings: unknown argument: $1" >&2; usage >&2; exit 2 ;;
 esac
 
-# A Rust `pub const SYMBOLS: &[&str]` line listing every bound function, used by the loader
+# A Rust `pub const SYMBOLS: &[&str]` line listing every bound function, used by rocm-loader
 # to name a missing symbol before the generated `from_library` runs.
 symbols_line() {
     local line="/// Every function bound below, as named in the library's symbol table."

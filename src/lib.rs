@@ -15,7 +15,7 @@ pub mod tensor;
 pub mod weights;
 
 pub use candle_core::DType;
-pub use conv_engine::{Algorithm, Budget, Conv1dParams, Conv2dParams, Padding2d};
+pub use conv_engine::{Algorithm, Budget, Conv1dParams, Conv2dParams, Padding2d, format_bytes};
 pub use device::{Device, DeviceKind};
 pub use error::{Error, Result};
 pub use exact_sum::ExactSum;

@@ -46,7 +46,7 @@ impl fmt::Display for Budget {
     }
 }
 
-/// `1.5 GiB`-style rendering for messages.
+/// `1.50 GiB`-style rendering for messages.
 pub fn format_bytes(n: usize) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;

@@ -11,6 +11,8 @@ pub mod dispatch;
 pub mod error;
 pub mod problem;
 pub mod reference;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod workspace;
 
 pub use budget::{Budget, format_bytes};

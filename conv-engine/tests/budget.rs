@@ -7,44 +7,12 @@
 
 use candle_core::{DType, Device, Tensor};
 use conv_engine::reference::conv_f64;
+use conv_engine::testing::CountingAlloc;
 use conv_engine::{Algorithm, Budget, Conv2dParams, ConvError, ConvProblem, CpuConv, Padding2d};
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-struct Counting;
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            let now = CURRENT.fetch_add(l.size(), Ordering::SeqCst) + l.size();
-            PEAK.fetch_max(now, Ordering::SeqCst);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        CURRENT.fetch_sub(l.size(), Ordering::SeqCst);
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, l, new) };
-        if !q.is_null() {
-            if new >= l.size() {
-                let now = CURRENT.fetch_add(new - l.size(), Ordering::SeqCst) + new - l.size();
-                PEAK.fetch_max(now, Ordering::SeqCst);
-            } else {
-                CURRENT.fetch_sub(l.size() - new, Ordering::SeqCst);
-            }
-        }
-        q
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static HEAP: CountingAlloc = CountingAlloc::new();
 
 /// Engine bookkeeping that is not workspace: the plan, its chunk list, the plan-cache
 /// entry, the tracing machinery. Measured well under this; a fixed allowance, not a
@@ -122,10 +90,7 @@ fn counted_workspace_stays_within_1_and_16_mib() {
                     };
                     assert!(plan.workspace_bytes <= budget, "{problem}: plan {plan:?} over budget {budget}");
 
-                    let before = CURRENT.load(Ordering::SeqCst);
-                    PEAK.store(before, Ordering::SeqCst);
-                    let out = engine.run_plan(&plan, &x, &wt, None).unwrap();
-                    let peak = PEAK.load(Ordering::SeqCst) - before;
+                    let (out, peak) = HEAP.peak_during(|| engine.run_plan(&plan, &x, &wt, None).unwrap());
                     let workspace = peak.saturating_sub(problem.output_bytes());
                     println!(
                         "budget {budget:>8} {problem}: {alg} x{} chunks, reported {} counted {workspace} bytes",

@@ -10,23 +10,11 @@ use crate::config::VaeConfig;
 use crate::decoder::ScratchCaps;
 use crate::error::{Result, SdError};
 use crate::tiled::TileSpec;
-use rocm_vision::DType;
+use rocm_vision::{DType, format_bytes};
 
 /// The smallest scratch (conv workspace, attention chunk, upsampler band) a decode may
 /// run with; below it the convolutions would crawl through tiny chunks.
 pub const MIN_SCRATCH: usize = 16 << 20;
-
-/// `1.50 GiB`-style rendering for messages.
-pub fn format_bytes(n: usize) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 { format!("{n} B") } else { format!("{v:.2} {}", UNITS[u]) }
-}
 
 /// Peak-of-live-bytes bookkeeping.
 #[derive(Default)]

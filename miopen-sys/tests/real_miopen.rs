@@ -4,11 +4,11 @@
 //! passes; with `ROCM_VISION_REQUIRE_ROCM=1` (the toolchain tier) a missing MIOpen fails.
 //! A MIOpen that is found but unusable always fails.
 
-use std::ffi::c_void;
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
 use miopen_sys::*;
+use rocm_loader::testing::{assert_bound_pointers_are_the_library_s, loaded_or_skip};
 
 /// Serialises the tests of this binary. Debian's MIOpen 6.4.3 (+dfsg-1+b1) crashed with
 /// SIGSEGV in one of three runs when these tests ran on parallel threads, while one thread
@@ -19,26 +19,12 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn miopen_or_skip(test: &str) -> Option<(MutexGuard<'static, ()>, MIOpen)> {
     let serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    match MIOpen::load() {
-        Ok(miopen) => Some((serial, miopen)),
-        Err(err @ LoadError::NotFound { .. }) => {
-            if std::env::var_os("ROCM_VISION_REQUIRE_ROCM").is_some_and(|v| v == "1") {
-                panic!("ROCM_VISION_REQUIRE_ROCM=1 but MIOpen cannot be loaded: {err}");
-            }
-            println!("SKIPPED: {test}: MIOpen is not installed here (set ROCM_VISION_REQUIRE_ROCM=1 to fail instead)");
-            None
-        }
-        Err(err) => panic!("MIOpen was found but cannot be used: {err}"),
-    }
+    loaded_or_skip("MIOpen", test, MIOpen::load()).map(|miopen| (serial, miopen))
 }
 
 #[test]
 fn every_bound_symbol_resolves_in_the_real_library() {
     let Some((_serial, miopen)) = miopen_or_skip("every_bound_symbol_resolves_in_the_real_library") else { return };
-    // Resolve each symbol again, independently of the generated bindings, and check that
-    // the bound pointer is the library's.
-    // SAFETY: reopening the library that is already loaded; its initialisers have run.
-    let library = unsafe { libloading::Library::new(miopen.path()) }.expect("reopen MIOpen");
     let f = miopen.fns();
     let bound: [(&str, usize); 17] = [
         ("miopenCreateWithStream", f.miopenCreateWithStream as usize),
@@ -62,13 +48,8 @@ fn every_bound_symbol_resolves_in_the_real_library() {
         ("miopenConvolutionForwardCompileSolution", f.miopenConvolutionForwardCompileSolution as usize),
         ("miopenConvolutionForwardImmediate", f.miopenConvolutionForwardImmediate as usize),
     ];
-    assert_eq!(bound.len(), SYMBOLS.len());
-    for (name, address) in bound {
-        assert!(SYMBOLS.contains(&name), "{name}");
-        // SAFETY: only the address is read.
-        let symbol = unsafe { library.get::<*const c_void>(name.as_bytes()) }.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(*symbol as usize, address, "{name}");
-    }
+    // Resolve each symbol again, independently of the generated bindings.
+    assert_bound_pointers_are_the_library_s(miopen.path(), &bound, SYMBOLS);
 }
 
 #[test]

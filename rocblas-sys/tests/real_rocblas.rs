@@ -4,32 +4,18 @@
 //! passes; with `ROCM_VISION_REQUIRE_ROCM=1` (the toolchain tier) a missing rocBLAS fails.
 //! A rocBLAS that is found but unusable always fails.
 
-use std::ffi::c_void;
 use std::ptr;
 
 use rocblas_sys::*;
+use rocm_loader::testing::{assert_bound_pointers_are_the_library_s, loaded_or_skip};
 
 fn rocblas_or_skip(test: &str) -> Option<Rocblas> {
-    match Rocblas::load() {
-        Ok(rocblas) => Some(rocblas),
-        Err(err @ LoadError::NotFound { .. }) => {
-            if std::env::var_os("ROCM_VISION_REQUIRE_ROCM").is_some_and(|v| v == "1") {
-                panic!("ROCM_VISION_REQUIRE_ROCM=1 but rocBLAS cannot be loaded: {err}");
-            }
-            println!("SKIPPED: {test}: rocBLAS is not installed here (set ROCM_VISION_REQUIRE_ROCM=1 to fail instead)");
-            None
-        }
-        Err(err) => panic!("rocBLAS was found but cannot be used: {err}"),
-    }
+    loaded_or_skip("rocBLAS", test, Rocblas::load())
 }
 
 #[test]
 fn every_bound_symbol_resolves_in_the_real_library() {
     let Some(rocblas) = rocblas_or_skip("every_bound_symbol_resolves_in_the_real_library") else { return };
-    // Resolve each symbol again, independently of the generated bindings, and check that
-    // the bound pointer is the library's.
-    // SAFETY: reopening the library that is already loaded; its initialisers have run.
-    let library = unsafe { libloading::Library::new(rocblas.path()) }.expect("reopen rocBLAS");
     let f = rocblas.fns();
     let bound: [(&str, usize); 7] = [
         ("rocblas_create_handle", f.rocblas_create_handle as usize),
@@ -40,13 +26,8 @@ fn every_bound_symbol_resolves_in_the_real_library() {
         ("rocblas_gemm_strided_batched_ex", f.rocblas_gemm_strided_batched_ex as usize),
         ("rocblas_status_to_string", f.rocblas_status_to_string as usize),
     ];
-    assert_eq!(bound.len(), SYMBOLS.len());
-    for (name, address) in bound {
-        assert!(SYMBOLS.contains(&name), "{name}");
-        // SAFETY: only the address is read.
-        let symbol = unsafe { library.get::<*const c_void>(name.as_bytes()) }.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(*symbol as usize, address, "{name}");
-    }
+    // Resolve each symbol again, independently of the generated bindings.
+    assert_bound_pointers_are_the_library_s(rocblas.path(), &bound, SYMBOLS);
 }
 
 #[test]

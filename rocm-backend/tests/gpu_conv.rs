@@ -8,57 +8,33 @@ use common::{download, upload};
 
 use candle_core::DType;
 use conv_engine::reference::conv_f64;
-use conv_engine::{Algorithm, Conv2dParams, ConvProblem, Padding2d};
+use conv_engine::testing::{Channels, RandomConv2d};
+use conv_engine::{Algorithm, Conv2dParams, ConvProblem};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rocm_backend::RocmConv;
 
 fn random_problem(rng: &mut StdRng, i: usize) -> ConvProblem {
-    loop {
-        let dt = [DType::F32, DType::F32, DType::F16, DType::BF16][i % 4];
-        let groups = match i % 7 {
-            0 => 2,
-            1 => 4,
-            _ => 1,
-        };
-        let (mut c, mut k) = (groups * rng.random_range(1..9), groups * rng.random_range(1..20));
-        let mut g = groups;
+    let groups = match i % 7 {
+        0 => 2,
+        1 => 4,
+        _ => 1,
+    };
+    let spec = RandomConv2d {
+        dtype: [DType::F32, DType::F32, DType::F16, DType::BF16][i % 4],
+        transposed: i % 3 == 2,
+        batch: 1..4,
+        size: 1..40,
+        kernel: 1..6,
+        pointwise: i % 5 == 0,
+    };
+    spec.draw(rng, |rng| {
+        let (c, k) = (groups * rng.random_range(1..9), groups * rng.random_range(1..20));
         if i % 11 == 3 {
-            c = rng.random_range(2..17);
-            k = c;
-            g = c; // depthwise
+            let c = rng.random_range(2..17);
+            return Channels { input: c, output: c, groups: c }; // depthwise
         }
-        let n = rng.random_range(1..4);
-        let (h, w) = (rng.random_range(1..40), rng.random_range(1..40));
-        let mut kern = [rng.random_range(1..6), rng.random_range(1..6)];
-        let mut stride = [rng.random_range(1..4), rng.random_range(1..4)];
-        let mut pad = Padding2d::tblr(
-            rng.random_range(0..3),
-            rng.random_range(0..3),
-            rng.random_range(0..3),
-            rng.random_range(0..3),
-        );
-        let transposed = i % 3 == 2;
-        if i % 5 == 0 {
-            kern = [1, 1];
-            stride = [1, 1];
-            pad = Padding2d::default();
-        }
-        let dil = [rng.random_range(1..3), rng.random_range(1..3)];
-        let op = if transposed {
-            [rng.random_range(0..stride[0].max(dil[0])), rng.random_range(0..stride[1].max(dil[1]))]
-        } else {
-            [0, 0]
-        };
-        let params = Conv2dParams { stride, padding: pad, dilation: dil, groups: g, output_padding: op };
-        let p = if transposed {
-            ConvProblem::conv_transpose2d(&[n, c, h, w], &[c, k / g, kern[0], kern[1]], dt, dt, &params)
-        } else {
-            ConvProblem::conv2d(&[n, c, h, w], &[k, c / g, kern[0], kern[1]], dt, dt, &params)
-        };
-        if let Ok(p) = p {
-            return p;
-        }
-    }
+        Channels { input: c, output: k, groups }
+    })
 }
 
 #[test]

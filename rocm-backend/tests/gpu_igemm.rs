@@ -17,7 +17,8 @@ use common::{download, poisoned, upload};
 
 use candle_core::DType;
 use conv_engine::reference::conv_f64;
-use conv_engine::{Algorithm, Conv2dParams, ConvProblem, Padding2d};
+use conv_engine::testing::{Channels, RandomConv2d};
+use conv_engine::{Algorithm, Conv2dParams, ConvProblem};
 use kernels::{IGEMM_EMU_CONFIGS, IGEMM_MMA_CONFIGS, IGEMM_SIMT_CONFIGS, IgemmNhwcConfig, MmaVariant};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rocm_backend::conv::{Activation, Epilogue, IgemmKernel, run_implicit_gemm_into};
@@ -78,8 +79,10 @@ fn mma_layer_tiles_match_a_plain_gemm() {
 
 /// A random problem for the NHWC kernels; `i` steers the mix.
 fn random_problem(rng: &mut StdRng, i: usize, dt: DType) -> ConvProblem {
-    loop {
-        let groups = [1, 1, 2, 3][i % 4];
+    let groups = [1, 1, 2, 3][i % 4];
+    let spec =
+        RandomConv2d { dtype: dt, transposed: i % 3 == 1, batch: 1..4, size: 1..30, kernel: 1..5, pointwise: false };
+    spec.draw(rng, |rng| {
         let (mut c, mut k) = (groups * rng.random_range(1..24), groups * rng.random_range(1..40));
         match i % 9 {
             4 => c = 3 * groups, // RGB stem
@@ -87,33 +90,8 @@ fn random_problem(rng: &mut StdRng, i: usize, dt: DType) -> ConvProblem {
             6 => (c, k) = (groups * rng.random_range(24..48), groups * rng.random_range(40..80)),
             _ => {}
         }
-        let n = rng.random_range(1..4);
-        let (h, w) = (rng.random_range(1..30), rng.random_range(1..30));
-        let kern = [rng.random_range(1..5), rng.random_range(1..5)];
-        let stride = [rng.random_range(1..4), rng.random_range(1..4)];
-        let pad = Padding2d::tblr(
-            rng.random_range(0..3),
-            rng.random_range(0..3),
-            rng.random_range(0..3),
-            rng.random_range(0..3),
-        );
-        let dil = [rng.random_range(1..3), rng.random_range(1..3)];
-        let transposed = i % 3 == 1;
-        let op = if transposed {
-            [rng.random_range(0..stride[0].max(dil[0])), rng.random_range(0..stride[1].max(dil[1]))]
-        } else {
-            [0, 0]
-        };
-        let params = Conv2dParams { stride, padding: pad, dilation: dil, groups, output_padding: op };
-        let p = if transposed {
-            ConvProblem::conv_transpose2d(&[n, c, h, w], &[c, k / groups, kern[0], kern[1]], dt, dt, &params)
-        } else {
-            ConvProblem::conv2d(&[n, c, h, w], &[k, c / groups, kern[0], kern[1]], dt, dt, &params)
-        };
-        if let Ok(p) = p {
-            return p;
-        }
-    }
+        Channels { input: c, output: k, groups }
+    })
 }
 
 /// Runs `kernel` on `p` with random data and an epilogue chosen by `i`, against the f64

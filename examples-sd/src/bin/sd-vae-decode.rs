@@ -3,10 +3,9 @@
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use examples_sd::io::{check_outputs, load_latents, output_paths, write_png};
-use examples_sd::memory::format_bytes;
 use examples_sd::{Decoder, MemoryPlan, Model, TileSpec, VaeConfig, decode_tiled, peak_rss_bytes};
 use indicatif::{ProgressBar, ProgressStyle};
-use rocm_vision::{Budget, DType, Device, DeviceKind, Weights};
+use rocm_vision::{Budget, DType, Device, DeviceKind, Weights, format_bytes};
 use std::cell::RefCell;
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -1,9 +1,15 @@
-//! Finding and opening a ROCm library at run time.
+//! Finding and opening a ROCm library at run time, for the `-sys` crates.
 //!
-//! This file is the same in `rocblas-sys` and `miopen-sys` (a test in `miopen-sys` checks
-//! that they have not drifted apart): each crate describes its library with a
-//! [`LibrarySpec`] and gets a [`libloading::Library`] in which every bound symbol is known
-//! to resolve, or a [`LoadError`] that says what was tried and how to fix it.
+//! Each `-sys` crate (`rocblas-sys`, `miopen-sys`) describes its library with a
+//! [`LibrarySpec`] — display name, file names, the symbols its bindings bind, and the
+//! advice printed when the library is missing — and gets, through [`load`], its bound
+//! functions together with the path they came from, or a [`LoadError`] that names the
+//! library, what was tried, the first missing symbol, and how to fix it. Every symbol is
+//! checked one by one before the generated bindings run, because bindgen's own
+//! `from_library` reports a missing symbol without saying which one.
+//!
+//! Nothing here links against ROCm: the libraries are opened with libloading when a
+//! program asks for them.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -16,10 +22,14 @@ pub const DEFAULT_ROCM_PREFIX: &str = "/opt/rocm";
 /// What a crate loads: its display name, the file names to try, the symbols that must
 /// resolve, and the advice printed when the library is not found.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct LibrarySpec {
+pub struct LibrarySpec {
+    /// The name errors use, e.g. `rocBLAS`.
     pub display: &'static str,
+    /// Tried in this order in each directory, then through the system loader.
     pub file_names: &'static [&'static str],
+    /// Every function the bindings bind (the generated `SYMBOLS`).
     pub symbols: &'static [&'static str],
+    /// The last line of the not-found error: how to install the library or point at it.
     pub hint: &'static str,
 }
 
@@ -128,7 +138,7 @@ fn not_found_message(library: &str, tried: &[Attempt], hint: &str) -> String {
 
 /// Opens the first candidate of `search` that loads, then checks that every symbol of the
 /// spec resolves in it. Returns the library and the path (or bare name) it was opened by.
-pub(crate) fn open(spec: &LibrarySpec, search: &SearchPaths) -> Result<(libloading::Library, PathBuf), LoadError> {
+pub fn open(spec: &LibrarySpec, search: &SearchPaths) -> Result<(libloading::Library, PathBuf), LoadError> {
     let mut tried = Vec::new();
     let system_names = spec.file_names.iter().filter(|_| search.system_loader).map(PathBuf::from);
     let candidates = search.dirs.iter().flat_map(|dir| spec.file_names.iter().map(move |name| dir.join(name)));
@@ -140,7 +150,7 @@ pub(crate) fn open(spec: &LibrarySpec, search: &SearchPaths) -> Result<(libloadi
             continue;
         }
         // SAFETY: opening a library runs its initialisers. The candidates are the ROCm
-        // library this crate binds, by the names and in the places ROCm installs it.
+        // library the calling crate binds, by the names and in the places ROCm installs it.
         match unsafe { libloading::Library::new(&candidate) } {
             Ok(library) => {
                 check_symbols(spec, &library, &candidate)?;
@@ -159,6 +169,21 @@ pub(crate) fn open(spec: &LibrarySpec, search: &SearchPaths) -> Result<(libloadi
     Err(LoadError::NotFound { library: spec.display, tried, hint: spec.hint })
 }
 
+/// [`open`], then `bind` (the generated bindings' `from_library`) on the library. Returns
+/// the bound functions and the path (or bare name) the library was opened by; a `bind`
+/// failure is [`LoadError::Bind`], naming the library and path.
+pub fn load<F>(
+    spec: &LibrarySpec,
+    search: &SearchPaths,
+    bind: impl FnOnce(libloading::Library) -> Result<F, libloading::Error>,
+) -> Result<(F, PathBuf), LoadError> {
+    let (library, path) = open(spec, search)?;
+    match bind(library) {
+        Ok(fns) => Ok((fns, path)),
+        Err(source) => Err(LoadError::Bind { library: spec.display, path, source }),
+    }
+}
+
 /// Every symbol of the spec must resolve; the first that does not is named in the error.
 fn check_symbols(spec: &LibrarySpec, library: &libloading::Library, path: &Path) -> Result<(), LoadError> {
     for &symbol in spec.symbols {
@@ -171,47 +196,12 @@ fn check_symbols(spec: &LibrarySpec, library: &libloading::Library, path: &Path)
     Ok(())
 }
 
-#[cfg(test)]
-pub(crate) mod test_support {
-    use std::path::PathBuf;
-
-    /// A fresh, empty directory under the system temp dir, removed when dropped.
-    pub struct TempDir(pub PathBuf);
-
-    impl TempDir {
-        pub fn new(tag: &str) -> Self {
-            use std::sync::atomic::{AtomicUsize, Ordering};
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let dir =
-                std::env::temp_dir().join(format!("{}-{}-{}-{}", env!("CARGO_PKG_NAME"), tag, std::process::id(), n));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).expect("create temp dir");
-            TempDir(dir)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    /// The C library this test process has mapped: a real shared object that has none of
-    /// the ROCm symbols.
-    pub fn loaded_libc() -> PathBuf {
-        let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
-        maps.lines()
-            .filter_map(|line| line.split_whitespace().nth(5))
-            .find(|path| path.rsplit('/').next().is_some_and(|file| file.starts_with("libc.so")))
-            .map(PathBuf::from)
-            .expect("this test process maps a libc.so")
-    }
-}
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 #[cfg(test)]
 mod tests {
-    use super::test_support::{TempDir, loaded_libc};
+    use super::testing::{TempDir, loaded_libc};
     use super::*;
 
     const SPEC: LibrarySpec = LibrarySpec {
@@ -300,5 +290,28 @@ mod tests {
         // SAFETY: strlen's signature, called on a NUL-terminated string.
         let strlen = unsafe { library.get::<unsafe extern "C" fn(*const std::ffi::c_char) -> usize>(b"strlen") };
         assert_eq!(unsafe { strlen.unwrap()(c"four".as_ptr()) }, 4);
+    }
+
+    #[test]
+    fn load_binds_the_opened_library_and_names_a_failed_bind() {
+        let dir = TempDir::new("bind");
+        let lib = dir.0.join(SPEC.file_names[0]);
+        std::os::unix::fs::symlink(loaded_libc(), &lib).unwrap();
+        let spec = LibrarySpec { symbols: &["malloc"], ..SPEC };
+        let search = SearchPaths::only_dirs([dir.0.clone()]);
+        let (bound, path) = load(&spec, &search, Ok).unwrap();
+        assert_eq!(path, lib);
+        // SAFETY: only looked up.
+        assert!(unsafe { bound.get::<unsafe extern "C" fn()>(b"malloc") }.is_ok());
+        // A bind that fails (here: a symbol the spec did not list) is a Bind error naming the
+        // library and the path.
+        let err = load(&spec, &search, |library| {
+            // SAFETY: only looked up.
+            unsafe { library.get::<unsafe extern "C" fn()>(b"example_fn_a") }.map(|_| ())
+        })
+        .unwrap_err();
+        assert!(matches!(&err, LoadError::Bind { library: "Example", path, .. } if *path == lib), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.starts_with(&format!("the Example library at {} could not be bound: ", lib.display())), "{msg}");
     }
 }

@@ -1,0 +1,262 @@
+//! Test and benchmark support shared across the workspace (feature `testing`, enabled
+//! from dev-dependencies only): a global allocator that counts the heap's live and peak
+//! bytes, and a seeded generator of random 2-D convolution problems. It lives here, at
+//! the bottom of the conv path, so the tests of every crate above can reach it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use candle_core::DType;
+use rand::Rng;
+
+use crate::{Conv2dParams, ConvProblem, Padding2d};
+
+/// A global allocator over [`System`] that counts the bytes live on the heap and their
+/// peak, so a test or benchmark can measure what a call really allocates rather than
+/// trust an estimate. It sees every thread of the process: one measurement at a time.
+///
+/// ```
+/// use conv_engine::testing::CountingAlloc;
+///
+/// #[global_allocator]
+/// static HEAP: CountingAlloc = CountingAlloc::new();
+///
+/// fn main() {
+///     let (v, peak) = HEAP.peak_during(|| vec![1u8; 1 << 20]);
+///     assert!(peak >= v.len());
+/// }
+/// ```
+pub struct CountingAlloc {
+    current: AtomicUsize,
+    peak: AtomicUsize,
+    realloc: Realloc,
+}
+
+/// How [`CountingAlloc`] grows and shrinks a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Realloc {
+    /// Through the system allocator's `realloc` (in place where it can), counting only the
+    /// change in size.
+    System,
+    /// As a new block, a copy and a free (`GlobalAlloc`'s default), so both blocks count
+    /// towards the peak while the copy runs.
+    Copy,
+}
+
+impl CountingAlloc {
+    /// Counts growth through the system `realloc` ([`Realloc::System`]).
+    pub const fn new() -> Self {
+        Self::with_realloc(Realloc::System)
+    }
+
+    pub const fn with_realloc(realloc: Realloc) -> Self {
+        CountingAlloc { current: AtomicUsize::new(0), peak: AtomicUsize::new(0), realloc }
+    }
+
+    /// Bytes live on the heap now.
+    pub fn current(&self) -> usize {
+        self.current.load(Ordering::SeqCst)
+    }
+
+    /// Runs `f` and returns its result with the heap's growth above the starting point at
+    /// its highest while `f` ran.
+    pub fn peak_during<R>(&self, f: impl FnOnce() -> R) -> (R, usize) {
+        let before = self.current.load(Ordering::SeqCst);
+        self.peak.store(before, Ordering::SeqCst);
+        let r = f();
+        (r, self.peak.load(Ordering::SeqCst).saturating_sub(before))
+    }
+
+    fn grew(&self, bytes: usize) {
+        let now = self.current.fetch_add(bytes, Ordering::SeqCst) + bytes;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+    }
+}
+
+impl Default for CountingAlloc {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// SAFETY: every call is forwarded to `System` unchanged (the `Realloc::Copy` path is
+// `GlobalAlloc`'s default `realloc`, over this allocator's own `alloc` and `dealloc`);
+// the counters are only bookkeeping.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            self.grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(p, layout) };
+        self.current.fetch_sub(layout.size(), Ordering::SeqCst);
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        match self.realloc {
+            Realloc::System => {
+                let q = unsafe { System.realloc(p, layout, new_size) };
+                if !q.is_null() {
+                    if new_size >= layout.size() {
+                        self.grew(new_size - layout.size());
+                    } else {
+                        self.current.fetch_sub(layout.size() - new_size, Ordering::SeqCst);
+                    }
+                }
+                q
+            }
+            Realloc::Copy => {
+                // SAFETY: the caller guarantees `new_size`, rounded up to the alignment, fits
+                // `isize`, as `realloc`'s contract requires.
+                let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+                let q = unsafe { self.alloc(new_layout) };
+                if !q.is_null() {
+                    // SAFETY: both blocks are live, distinct and at least this long.
+                    unsafe { std::ptr::copy_nonoverlapping(p, q, layout.size().min(new_size)) };
+                    unsafe { self.dealloc(p, layout) };
+                }
+                q
+            }
+        }
+    }
+}
+
+/// The channels of a random problem, drawn by the caller of [`RandomConv2d::draw`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Channels {
+    /// C: input channels, a multiple of `groups`.
+    pub input: usize,
+    /// K: output channels, a multiple of `groups`.
+    pub output: usize,
+    pub groups: usize,
+}
+
+/// A random 2-D convolution, forward or transposed. The caller fixes the dtype, the
+/// direction and the ranges; stride (1..4), padding (0..3 on each side, asymmetric),
+/// dilation (1..3) and the output padding of a transposed problem (below
+/// max(stride, dilation)) are drawn in [`RandomConv2d::draw`].
+#[derive(Clone, Debug)]
+pub struct RandomConv2d {
+    pub dtype: DType,
+    pub transposed: bool,
+    /// Batch size N.
+    pub batch: Range<usize>,
+    /// Input height and width, each.
+    pub size: Range<usize>,
+    /// Kernel height and width, each.
+    pub kernel: Range<usize>,
+    /// Make it 1x1, stride 1, unpadded (the `Gemm1x1` shape) after the draws: the values are
+    /// still drawn, so what a seed gives the other problems does not depend on it.
+    pub pointwise: bool,
+}
+
+impl RandomConv2d {
+    /// Draws until the problem is valid: `channels`, then N, H, W, the kernel, stride,
+    /// padding (top, bottom, left, right), dilation and, when transposed, output padding,
+    /// in that order. The order is part of the contract: it fixes what a seed produces.
+    pub fn draw<R: Rng + ?Sized>(&self, rng: &mut R, mut channels: impl FnMut(&mut R) -> Channels) -> ConvProblem {
+        loop {
+            let Channels { input: c, output: k, groups } = channels(rng);
+            let n = rng.random_range(self.batch.clone());
+            let (h, w) = (rng.random_range(self.size.clone()), rng.random_range(self.size.clone()));
+            let mut kern = [rng.random_range(self.kernel.clone()), rng.random_range(self.kernel.clone())];
+            let mut stride = [rng.random_range(1..4), rng.random_range(1..4)];
+            let mut padding = Padding2d::tblr(
+                rng.random_range(0..3),
+                rng.random_range(0..3),
+                rng.random_range(0..3),
+                rng.random_range(0..3),
+            );
+            let dilation = [rng.random_range(1..3), rng.random_range(1..3)];
+            if self.pointwise {
+                kern = [1, 1];
+                stride = [1, 1];
+                padding = Padding2d::default();
+            }
+            let output_padding = if self.transposed {
+                [rng.random_range(0..stride[0].max(dilation[0])), rng.random_range(0..stride[1].max(dilation[1]))]
+            } else {
+                [0, 0]
+            };
+            let params = Conv2dParams { stride, padding, dilation, groups, output_padding };
+            let dt = self.dtype;
+            let problem = if self.transposed {
+                ConvProblem::conv_transpose2d(&[n, c, h, w], &[c, k / groups, kern[0], kern[1]], dt, dt, &params)
+            } else {
+                ConvProblem::conv2d(&[n, c, h, w], &[k, c / groups, kern[0], kern[1]], dt, dt, &params)
+            };
+            if let Ok(problem) = problem {
+                return problem;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{SeedableRng, rngs::StdRng};
+
+    #[test]
+    fn drawn_problems_are_valid_and_follow_the_spec() {
+        let mut rng = StdRng::seed_from_u64(1);
+        for i in 0..200 {
+            let spec = RandomConv2d {
+                dtype: DType::F16,
+                transposed: i % 2 == 0,
+                batch: 1..3,
+                size: 1..9,
+                kernel: 1..4,
+                pointwise: i % 5 == 0,
+            };
+            let p = spec.draw(&mut rng, |rng| {
+                let g = [1, 2][i % 2];
+                Channels { input: g * rng.random_range(1..4), output: g * rng.random_range(1..4), groups: g }
+            });
+            let g = &p.geometry;
+            assert!((1..3).contains(&g.batch) && g.groups == [1, 2][i % 2], "{p}");
+            if spec.pointwise {
+                assert_eq!((g.kernel, g.stride, g.pad_begin, g.pad_end), ([1, 1], [1, 1], [0, 0], [0, 0]), "{p}");
+            }
+        }
+        // The same seed gives the same problems.
+        let draw = |seed| {
+            let spec = RandomConv2d {
+                dtype: DType::F32,
+                transposed: true,
+                batch: 1..4,
+                size: 1..30,
+                kernel: 1..5,
+                pointwise: false,
+            };
+            let mut rng = StdRng::seed_from_u64(seed);
+            (0..20).map(|_| spec.draw(&mut rng, |_| Channels { input: 3, output: 5, groups: 1 })).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(7), draw(7));
+    }
+
+    #[test]
+    fn realloc_modes_count_growth_and_return_to_zero() {
+        for mode in [Realloc::System, Realloc::Copy] {
+            let heap = CountingAlloc::with_realloc(mode);
+            let layout = Layout::from_size_align(64, 8).unwrap();
+            let ((), peak) = heap.peak_during(|| unsafe {
+                let p = heap.alloc(layout);
+                p.write_bytes(7, 64);
+                let q = heap.realloc(p, layout, 4096);
+                assert_eq!(*q.add(63), 7);
+                assert_eq!(heap.current(), 4096);
+                heap.dealloc(q, Layout::from_size_align(4096, 8).unwrap());
+            });
+            assert_eq!(heap.current(), 0);
+            // A copying realloc holds both blocks at once.
+            let want = if mode == Realloc::Copy { 64 + 4096 } else { 4096 };
+            assert_eq!(peak, want, "{mode:?}");
+        }
+    }
+}
