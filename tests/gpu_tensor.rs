@@ -344,3 +344,81 @@ fn parity_ops_match_the_cpu() {
     }
     println!("{checked} parity checks passed");
 }
+
+/// The elementwise kernels' vector paths (issue 12): contiguous operands with a tail past
+/// the last whole vector, a per-channel bias and a scalar broadcast along rows that hold
+/// whole vectors, a row view whose start is not vector-aligned, in-place add and casts;
+/// each against the CPU.
+#[test]
+fn elementwise_vector_paths_match_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(12);
+    let mut checked = 0;
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        // 3·5·7·19 = 1995 values: no vector width divides it.
+        let (xc, xg) = rand_pair(&mut rng, &[3, 5, 7, 19], dt, &g);
+        let (yc, yg) = rand_pair(&mut rng, &[3, 5, 7, 19], dt, &g);
+        close("add, tail", &xg.add(&yg).unwrap(), &xc.add(&yc).unwrap());
+        close("leaky_relu, tail", &xg.leaky_relu(0.1).unwrap(), &xc.leaky_relu(0.1).unwrap());
+        close("affine, tail", &xg.affine(0.5, -1.0).unwrap(), &xc.affine(0.5, -1.0).unwrap());
+        // Rows of 32: whole vectors of every width; a bias per channel and one scalar.
+        let (ac, ag) = rand_pair(&mut rng, &[2, 6, 3, 32], dt, &g);
+        let (bc, bg) = rand_pair(&mut rng, &[6, 1, 1], dt, &g);
+        let (sc, sg) = rand_pair(&mut rng, &[1], dt, &g);
+        close("bias broadcast", &ag.add(&bg).unwrap(), &ac.add(&bc).unwrap());
+        close("scalar broadcast", &ag.mul(&sg).unwrap(), &ac.mul(&sc).unwrap());
+        close("bias broadcast, lhs", &bg.sub(&ag).unwrap(), &bc.sub(&ac).unwrap());
+        // Rows of 32 starting one element in: contiguous rows, misaligned starts.
+        let (wc, wg) = rand_pair(&mut rng, &[2, 6, 3, 33], dt, &g);
+        let (vc, vg) = (wc.narrow(3, 1, 32).unwrap(), wg.narrow(3, 1, 32).unwrap());
+        close("misaligned rows + bias", &vg.add(&bg).unwrap(), &vc.add(&bc).unwrap());
+        close("misaligned rows, unary", &vg.silu().unwrap(), &vc.silu().unwrap());
+        close("misaligned rows + rows", &vg.add(&ag).unwrap(), &vc.add(&ac).unwrap());
+        // In place, and casts both ways.
+        let sum_c = xc.add(&yc).unwrap();
+        let sum_g = xg.contiguous().unwrap().add_assign(&yg).unwrap();
+        close("add_assign", &sum_g, &sum_c);
+        for to in [DType::F32, DType::F16, DType::BF16] {
+            close(&format!("cast to {to:?}"), &xg.to_dtype(to).unwrap(), &xc.to_dtype(to).unwrap());
+            close(&format!("cast rows to {to:?}"), &vg.to_dtype(to).unwrap(), &vc.to_dtype(to).unwrap());
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 3);
+}
+
+/// Per-channel exact sums on the GPU equal the CPU's bit for bit, whole maps, regions and
+/// strided views, in every dtype, with a non-finite value flagged on both.
+#[test]
+fn channel_exact_sums_match_the_cpu_bit_for_bit() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(13);
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        let (xc, xg) = rand_pair(&mut rng, &[1, 5, 67, 131], dt, &g);
+        let views: [(&str, Tensor, Tensor, usize, usize); 3] = [
+            ("whole", xc.clone(), xg.clone(), 67, 131),
+            ("region", xc.clone(), xg.clone(), 40, 77),
+            ("transposed", xc.transpose(2, 3).unwrap(), xg.transpose(2, 3).unwrap(), 131, 67),
+        ];
+        for (what, c, gt, rows, cols) in views {
+            let (sc, sg) = (c.channel_exact_sums(rows, cols).unwrap(), gt.channel_exact_sums(rows, cols).unwrap());
+            assert_eq!(sc.len(), sg.len());
+            for (ch, (a, b)) in sc.iter().zip(&sg).enumerate() {
+                assert_eq!(
+                    a.sum().to_bits(),
+                    b.sum().to_bits(),
+                    "{what} {dt:?} channel {ch}: {} vs {}",
+                    a.sum(),
+                    b.sum()
+                );
+                assert_eq!(a.count(), b.count(), "{what} {dt:?} channel {ch}");
+                assert!(!b.saw_non_finite());
+            }
+        }
+    }
+    let mut v = vec![0.5f32; 2 * 4 * 4];
+    v[17] = f32::INFINITY;
+    let t = Tensor::from_vec(v, &[1, 2, 4, 4], &g).unwrap();
+    let s = t.channel_exact_sums(4, 4).unwrap();
+    assert!(!s[0].saw_non_finite() && s[1].saw_non_finite());
+}
