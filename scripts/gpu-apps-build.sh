@@ -50,7 +50,7 @@ fi
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/py" "$stage/gl" "$stage/models/models-se"
 for b in sd-vae-decode realcugan; do
-    strip -o "$cache/$b" "target/release/$b"
+    strip -o "$cache/$b" "${CARGO_TARGET_DIR:-target}/release/$b"
     xz -6 -T2 -c "$cache/$b" >"$stage/bin/$b.xz"
 done
 
