@@ -18,8 +18,8 @@ usage() {
 Usage: scripts/kernel-check.sh [--out PATH] [--archs "gfxA gfxB ..."] [--jobs N]
                                [--sources "a.hip b.hip"] [--keep DIR] [--no-write]
 
-Compiles every kernels/src/*.hip (with kernels/src/prelude.h) with the ROCm chroot's hipcc
-(scripts/rocm-chroot.sh run), once per source and architecture, as
+Compiles every kernels/src/*.hip (its headers prelude.h and mma.h found through -I kernels/src)
+with the ROCm chroot's hipcc (scripts/rocm-chroot.sh run), once per source and architecture, as
   hipcc -x hip --offload-arch=<arch> -O3 --cuda-device-only -c
         -Rpass-analysis=kernel-resource-usage
 and turns the compiler's resource remarks into a table, kernel x arch: VGPRs (+AGPRs on

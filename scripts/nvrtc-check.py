@@ -5,9 +5,10 @@
     scripts/nvrtc-check.py --run            # also launch every kernel family on the GPU
     scripts/nvrtc-check.py --run --bench    # and time the convolution kernels against cuDNN
 
-Compile check: every kernels/src/*.hip goes to NVRTC as a string, with kernels/src/prelude.h
-as an in-memory header named "prelude.h" (as the backend and the HIP-on-CUDA test library
-hand it over) and -I<dir of cuda_fp16.h>; the PTX must hold an `.entry` for every
+Compile check: every kernels/src/*.hip goes to NVRTC as a string, with the headers of
+kernels/src (prelude.h, and mma.h, which igemm_mma.hip includes) as in-memory headers under
+their file names (as the backend and the HIP-on-CUDA test library hand them over) and
+-I<dir of cuda_fp16.h>; the PTX must hold an `.entry` for every
 `RV_EXPORT_<KIND>(symbol, ...)` line of the source. NVRTC comes from the pip wheels
 nvidia-cuda-nvrtc-cu12 + nvidia-cuda-runtime-cu12 (headers), searched for on sys.path,
 under /opt/rocm-vision/nvrtc-cu12 (pip install --target there), and in /usr/local/cuda;
@@ -98,7 +99,8 @@ class Nvrtc:
 
 
 def compile_all(nvrtc, include, arch, files):
-    prelude = open(os.path.join(SRC_DIR, "prelude.h")).read()
+    # Every header of kernels/src, whichever a source includes: NVRTC ignores the others.
+    headers = {os.path.basename(h): open(h).read() for h in sorted(glob.glob(os.path.join(SRC_DIR, "*.h")))}
     options = [f"--gpu-architecture={arch}", f"-I{include}", "--std=c++17"]
     # CUDA 13's fp16/bf16 headers include CCCL headers that live under include/cccl.
     if os.path.isdir(os.path.join(include, "cccl")):
@@ -108,7 +110,7 @@ def compile_all(nvrtc, include, arch, files):
         name = os.path.basename(path)
         src = open(path).read()
         t0 = time.time()
-        ok, ptx, log = nvrtc.compile(src, name, {"prelude.h": prelude}, options)
+        ok, ptx, log = nvrtc.compile(src, name, headers, options)
         secs = time.time() - t0
         if not ok:
             print(f"  {name:18s} COMPILE FAILED ({secs:.1f} s):\n{log}")

@@ -3,7 +3,8 @@
 without a GPU, before device time is spent on the GPU tier.
 
 The GPU tier's hiprtc (rocm-backend/testing/hip-on-cuda/src/hiprtc.c) compiles the same
-sources the same way: the module with `prelude.h` as an in-memory header,
+sources the same way: the module with the headers of kernels/src (`prelude.h`, `mma.h`) as
+in-memory headers,
 `--gpu-architecture=sm_90 --std=c++17 -I<CUDA include> -I<CUDA include>/cccl`. This script
 adds `--ptxas-options=-v`, reports every function that spills, and fails on any compile
 error.
@@ -40,7 +41,8 @@ def main():
             ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
     lib = ctypes.CDLL(str(cuda / "lib" / "libnvrtc.so.13"))
     lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-    prelude = (kernels / "prelude.h").read_bytes()
+    # Every header of kernels/src, whichever a module includes: NVRTC ignores the others.
+    headers = sorted(kernels.glob("*.h"))
     files = sorted(kernels.glob("*.hip"))
     if a.modules:
         files = [f for f in files if f.stem in a.modules]
@@ -50,9 +52,9 @@ def main():
     failed = 0
     for f in files:
         prog = ctypes.c_void_p()
-        hdrs = (ctypes.c_char_p * 1)(prelude)
-        names = (ctypes.c_char_p * 1)(b"prelude.h")
-        rc = lib.nvrtcCreateProgram(ctypes.byref(prog), f.read_bytes(), f.name.encode(), 1, hdrs, names)
+        hdrs = (ctypes.c_char_p * len(headers))(*[h.read_bytes() for h in headers])
+        names = (ctypes.c_char_p * len(headers))(*[h.name.encode() for h in headers])
+        rc = lib.nvrtcCreateProgram(ctypes.byref(prog), f.read_bytes(), f.name.encode(), len(headers), hdrs, names)
         assert rc == 0, rc
         argv = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
         t = time.time()

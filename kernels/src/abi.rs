@@ -1,7 +1,6 @@
 //! The kernels' ABI as the host sees it: dtypes, argument types, families and modules, the
 //! limits the prelude sets and the by-value structs it declares, mirrored here.
 
-use crate::{PRELUDE, PRELUDE_NAME};
 use std::fmt;
 
 /// Every kernel is compiled for at most this many threads per block (`RV_MAX_THREADS`).
@@ -311,8 +310,11 @@ pub struct Module {
     pub name: &'static str,
     /// File name under `kernels/src`.
     pub file: &'static str,
-    /// The source text; it includes [`PRELUDE_NAME`].
+    /// The source text; it includes each of `headers`, in their order.
     pub source: &'static str,
+    /// The headers the source includes, as (name in its `#include "..."`, text), the prelude
+    /// ([`PRELUDE_NAME`](crate::PRELUDE_NAME)) first: what a run-time compiler must be given.
+    pub headers: &'static [(&'static str, &'static str)],
     pub families: &'static [Family],
 }
 
@@ -331,10 +333,18 @@ impl Module {
         self.families.iter().find(|f| f.entry_points().iter().any(|n| n == entry))
     }
 
-    /// The source with the prelude pasted in place of its `#include`, for compilers that
-    /// are given no headers.
+    /// The source with each of its headers pasted in place of its `#include`, for compilers
+    /// that are given no headers.
+    pub fn source_with_headers(&self) -> String {
+        self.headers
+            .iter()
+            .fold(self.source.to_string(), |src, (name, text)| src.replacen(&format!("#include \"{name}\""), text, 1))
+    }
+
+    /// The name this had when the prelude was the only header: the same as
+    /// [`Module::source_with_headers`].
     pub fn source_with_prelude(&self) -> String {
-        self.source.replacen(&format!("#include \"{PRELUDE_NAME}\""), PRELUDE, 1)
+        self.source_with_headers()
     }
 }
 

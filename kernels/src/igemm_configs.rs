@@ -49,7 +49,7 @@ pub fn igemm_entry_point(transposed: bool, config: &IgemmConfig, dtype: DType) -
 /// What computes the NHWC implicit GEMM of `igemm_mma.hip`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IgemmMath {
-    /// Matrix cores through the prelude's MMA layer (f16/bf16, f32 accumulation). `a`, `b`
+    /// Matrix cores through the MMA layer of `mma.h` (f16/bf16, f32 accumulation). `a`, `b`
     /// are the 32-lane warps along M and N.
     Mma,
     /// FMA (f32): `a`, `b` are the thread tile (pixels x channels) of each of 256 threads.

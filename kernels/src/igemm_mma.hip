@@ -1,5 +1,5 @@
 // Implicit-GEMM convolution on matrix cores (f16/bf16: RDNA3/RDNA4 WMMA, CDNA MFMA, NVIDIA
-// mma.sync through the prelude's MMA layer) and on FMA units (f32, no TF32), with one set
+// mma.sync through the MMA layer of mma.h) and on FMA units (f32, no TF32), with one set
 // of iterators, one pipeline and one epilogue.
 //
 // Data the kernels read (prepared by the pack kernels below into the workspace):
@@ -63,6 +63,7 @@
 //   wave size (on wave64 the warps pair up); grid = (ceil(n*p*q / BM), ceil((k/groups) / BN),
 //   groups * splits). Needs n*p*q < 2^31.
 #include "prelude.h"
+#include "mma.h"
 
 // The kernel's view of its arguments.
 struct rv_ig_args {
@@ -513,7 +514,7 @@ struct rv_igemm_nhwc {
     rv_ig_args a;                                                                                             \
     a.g = g, a.cgp = cgp, a.splits = splits, a.act = act, a.os_n = os_n, a.os_c = os_c, a.os_y = os_y, a.os_x = os_x;
 
-// The RDNA emulations run only where waves have 32 lanes (RV_MMA_WAVE32, prelude.h).
+// The RDNA emulations run only where waves have 32 lanes (RV_MMA_WAVE32, mma.h).
 #if defined(RV_MMA_WAVE32)
 #define RV_IG_WAVE32_ONLY(...) __VA_ARGS__
 #else

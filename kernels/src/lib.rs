@@ -7,12 +7,14 @@
 //! compilers (hiprtc, NVRTC) take a string and do not look at the extension at all.
 //!
 //! # Compiling a module at run time
-//! Each [`Module`] is one translation unit. It starts with `#include "prelude.h"`; give
-//! hiprtc/NVRTC the prelude as an in-memory header named [`PRELUDE_NAME`] (the `headers` and
-//! `includeNames` arguments of `hiprtcCreateProgram`/`nvrtcCreateProgram`), or compile
-//! [`Module::source_with_prelude`], which has the prelude pasted in. No other file is
-//! included; the fp16/bf16 headers come from the toolkit (built into hiprtc; found through
-//! `-I<cuda>/include` with NVRTC). Options used by the checks: hiprtc
+//! Each [`Module`] is one translation unit. It starts with `#include "prelude.h"`; the one
+//! module on matrix cores (`igemm_mma.hip`) then includes [`MMA_NAME`] (`mma.h`, the MMA
+//! layer), which no other module needs. [`Module::headers`] lists what a module includes, by
+//! name and text, the prelude first: give hiprtc/NVRTC each of them as an in-memory header
+//! (the `headers` and `includeNames` arguments of `hiprtcCreateProgram`/
+//! `nvrtcCreateProgram`), or compile [`Module::source_with_headers`], which has them pasted
+//! in. No other file is included; the fp16/bf16 headers come from the toolkit (built into
+//! hiprtc; found through `-I<cuda>/include` with NVRTC). Options used by the checks: hiprtc
 //! `--offload-arch=<gcnArchName without features> -O3`; NVRTC `--gpu-architecture=sm_XX
 //! -I<cuda include dir>` (NVRTC rejects `-O3`).
 //!
@@ -46,6 +48,11 @@ pub use registry::{INDEX_TYPES, MODULES, family_of, module_of, modules};
 pub const PRELUDE: &str = include_str!("prelude.h");
 /// The name under which the sources include the prelude (`#include "prelude.h"`).
 pub const PRELUDE_NAME: &str = "prelude.h";
+/// The MMA layer (matrix-core fragments and their policies), included after the prelude by
+/// `igemm_mma.hip` only, so that the other modules do not compile it.
+pub const MMA: &str = include_str!("mma.h");
+/// The name under which `igemm_mma.hip` includes the MMA layer (`#include "mma.h"`).
+pub const MMA_NAME: &str = "mma.h";
 
 #[cfg(test)]
 mod tests;

@@ -184,16 +184,31 @@ fn mirrored_structs_have_the_sizes_the_prelude_asserts() {
 }
 
 #[test]
-fn sources_include_the_prelude_and_nothing_else() {
+fn sources_include_their_headers_and_nothing_else() {
     for m in modules() {
+        // The prelude first; then, for the matrix-core module only, the MMA layer.
+        assert_eq!(m.headers[0], (PRELUDE_NAME, PRELUDE), "{}", m.file);
+        let expected: &[(&str, &str)] = if m.name == "igemm_mma" {
+            &[(PRELUDE_NAME, PRELUDE), (MMA_NAME, MMA)]
+        } else {
+            &[(PRELUDE_NAME, PRELUDE)]
+        };
+        assert_eq!(m.headers, expected, "{}", m.file);
         let includes: Vec<&str> = m.source.lines().filter(|l| l.trim_start().starts_with("#include")).collect();
-        assert_eq!(includes, [format!("#include \"{PRELUDE_NAME}\"")], "{}", m.file);
-        let full = m.source_with_prelude();
-        assert!(!full.contains("#include \"prelude.h\""), "{}", m.file);
+        let wanted: Vec<String> = m.headers.iter().map(|(name, _)| format!("#include \"{name}\"")).collect();
+        assert_eq!(includes, wanted, "{}", m.file);
+        let full = m.source_with_headers();
+        assert!(!full.contains("#include \""), "{}", m.file);
         assert!(full.contains("#define RV_KERNEL"), "{}", m.file);
-        assert_eq!(full.len(), m.source.len() - "#include \"prelude.h\"".len() + PRELUDE.len());
+        let pasted: usize =
+            m.headers.iter().map(|(name, text)| text.len() - format!("#include \"{name}\"").len()).sum();
+        assert_eq!(full.len(), m.source.len() + pasted, "{}", m.file);
+        // The prelude comes before the MMA layer, which builds on it.
+        if m.headers.len() > 1 {
+            assert!(full.find("#define RV_KERNEL").unwrap() < full.find("struct rv_mma_gfx11").unwrap());
+        }
     }
-    // The prelude itself includes only toolkit headers.
+    // The prelude itself includes only toolkit headers; the MMA layer includes nothing.
     for l in PRELUDE.lines().filter(|l| l.trim_start().starts_with("#include")) {
         let h = l.trim_start().trim_start_matches("#include").trim();
         assert!(
@@ -202,6 +217,8 @@ fn sources_include_the_prelude_and_nothing_else() {
             "prelude includes {h}"
         );
     }
+    assert!(!MMA.lines().any(|l| l.trim_start().starts_with("#include")), "mma.h includes a header");
+    assert!(!PRELUDE.contains("rv_mma"), "the MMA layer belongs in mma.h, not in the prelude");
 }
 
 /// The names a top-level line declares: macros, typedefs, structs and functions.
@@ -251,7 +268,8 @@ fn nothing_outside_our_prefix_is_defined() {
     // The toolkits own every other name; redefining one of theirs is what broke an older
     // shim on a ROCm update.
     let mut checked = 0;
-    for (file, text) in std::iter::once(("prelude.h", PRELUDE)).chain(modules().iter().map(|m| (m.file, m.source))) {
+    let headers = [(PRELUDE_NAME, PRELUDE), (MMA_NAME, MMA)];
+    for (file, text) in headers.into_iter().chain(modules().iter().map(|m| (m.file, m.source))) {
         for line in text.lines() {
             if let Some(name) = declared_name(line) {
                 checked += 1;
@@ -414,11 +432,11 @@ fn the_mma_layer_cites_its_layout_sources_and_guards_each_family() {
     // Each family's builtin or instruction appears only inside its target guard, and the
     // documents its lane layout comes from are named.
     for cite in ["PTX ISA", "RDNA3 ISA", "RDNA4 ISA", "MI200/MI300 ISA", "Matrix Instruction"] {
-        assert!(PRELUDE.contains(cite), "prelude MMA section does not cite {cite}");
+        assert!(MMA.contains(cite), "mma.h does not cite {cite}");
     }
     let guard_of = |needle: &str| -> String {
-        let at = PRELUDE.find(needle).unwrap_or_else(|| panic!("{needle} not in the prelude"));
-        let before = &PRELUDE[..at];
+        let at = MMA.find(needle).unwrap_or_else(|| panic!("{needle} not in mma.h"));
+        let before = &MMA[..at];
         let open = before.rfind("\n#if ").expect("an #if guard");
         before[open + 1..].lines().next().unwrap().to_string()
     };

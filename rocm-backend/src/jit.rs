@@ -1,7 +1,7 @@
 //! The kernel JIT: the `kernels` crate's modules compiled by hiprtc for the device's
 //! architecture, with an on-disk cache of code objects.
 //!
-//! The cache key is (source hash including the prelude, compile options, hiprtc version,
+//! The cache key is (source hash including the headers, compile options, hiprtc version,
 //! HIP runtime version, architecture) — never a name alone, so a changed kernel or
 //! toolchain can never load a stale code object. Entries are written atomically (temp
 //! file + rename) and carry a checksum; a corrupt entry is detected, reported and rebuilt.
@@ -28,10 +28,17 @@ pub fn compile(module: &kernels::Module, arch: &str) -> Result<Vec<u8>> {
     runtime()?;
     let src = CString::new(module.source).map_err(|_| RocmError::op("compile", "kernel source contains NUL"))?;
     let name = CString::new(module.file).expect("file names have no NUL");
-    let header = CString::new(kernels::PRELUDE).map_err(|_| RocmError::op("compile", "prelude contains NUL"))?;
-    let header_name = CString::new(kernels::PRELUDE_NAME).expect("no NUL");
-    let mut headers = [header.as_ptr()];
-    let mut header_names = [header_name.as_ptr()];
+    // The module's headers as in-memory files: hiprtc reads no include path.
+    let header_texts = module
+        .headers
+        .iter()
+        .map(|(_, text)| CString::new(*text))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|_| RocmError::op("compile", "a kernel header contains NUL"))?;
+    let header_name_texts: Vec<CString> =
+        module.headers.iter().map(|(name, _)| CString::new(*name).expect("header names have no NUL")).collect();
+    let mut headers: Vec<*const std::os::raw::c_char> = header_texts.iter().map(|h| h.as_ptr()).collect();
+    let mut header_names: Vec<*const std::os::raw::c_char> = header_name_texts.iter().map(|n| n.as_ptr()).collect();
     let mut prog: hip::hiprtcProgram = std::ptr::null_mut();
     let rtc = |what: &str, rc: hip::hiprtcResult| -> Result<()> {
         if rc == hip::hiprtcResult_HIPRTC_SUCCESS {
@@ -52,7 +59,7 @@ pub fn compile(module: &kernels::Module, arch: &str) -> Result<Vec<u8>> {
                 &mut prog,
                 src.as_ptr(),
                 name.as_ptr(),
-                1,
+                headers.len() as i32,
                 headers.as_mut_ptr(),
                 header_names.as_mut_ptr(),
             ),
@@ -97,8 +104,12 @@ pub fn compile(module: &kernels::Module, arch: &str) -> Result<Vec<u8>> {
 pub fn cache_key(module: &kernels::Module, arch: &str) -> Result<String> {
     let rt = runtime()?;
     let mut h = Sha256::new();
-    h.update(kernels::PRELUDE.as_bytes());
-    h.update([0]);
+    for (name, text) in module.headers {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(text.as_bytes());
+        h.update([0]);
+    }
     h.update(module.source.as_bytes());
     h.update([0]);
     for o in compile_options(arch) {

@@ -76,6 +76,7 @@ fn a_compile_error_returns_the_hiprtc_log() {
         name: "broken",
         file: "broken.hip",
         source: "#include \"prelude.h\"\nRV_KERNEL void k() { undeclared_thing(); }\n",
+        headers: &[(kernels::PRELUDE_NAME, kernels::PRELUDE)],
         families: &[],
     };
     match jit::compile(&broken, "gfx1100") {

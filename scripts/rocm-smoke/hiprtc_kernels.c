@@ -2,10 +2,12 @@
  * hiprtc_kernels: compile kernel sources through hiprtc, the way the ROCm backend does at
  * run time, and check that every promised entry point is in the code object.
  *
- *   hiprtc_kernels --prelude kernels/src/prelude.h --arch gfx1100 --arch gfx1201 kernels/src/NAME.hip...
+ *   hiprtc_kernels --header kernels/src/prelude.h --header kernels/src/mma.h \
+ *                  --arch gfx1100 --arch gfx1201 kernels/src/NAME.hip...
  *
- * Each source is given to hiprtc as a string, with the prelude as an in-memory header named
- * "prelude.h" (the sources `#include "prelude.h"`); nothing is read from an include path.
+ * Each source is given to hiprtc as a string, with every --header as an in-memory header
+ * named after its file (the sources `#include "prelude.h"`, igemm_mma.hip also "mma.h"; one
+ * a source does not include is ignored); nothing is read from an include path.
  * The entry points a source promises are its instantiation lines, `RV_EXPORT_<KIND>(symbol, ...)`
  * at the start of a line; each must appear in the code object's symbol table (as `symbol.kd`,
  * the kernel descriptor). Exit status 0 only when every compile succeeded and every symbol
@@ -81,24 +83,28 @@ static int check_symbols(const char *src, const char *code, size_t code_size, co
 }
 
 int main(int argc, char **argv) {
-    const char *prelude_path = NULL;
+    const char *header_paths[8];
+    int nheaders = 0;
     const char *archs[16];
     int narchs = 0;
     const char *files[64];
     int nfiles = 0;
     for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--prelude") == 0 && i + 1 < argc) prelude_path = argv[++i];
+        if (strcmp(argv[i], "--header") == 0 && i + 1 < argc && nheaders < 8) header_paths[nheaders++] = argv[++i];
         else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc && narchs < 16) archs[narchs++] = argv[++i];
         else if (nfiles < 64) files[nfiles++] = argv[i];
     }
-    if (!prelude_path || narchs == 0 || nfiles == 0) {
-        fprintf(stderr, "usage: %s --prelude PRELUDE.h --arch ARCH [--arch ARCH...] SOURCE...\n", argv[0]);
+    if (nheaders == 0 || narchs == 0 || nfiles == 0) {
+        fprintf(stderr, "usage: %s --header HEADER.h [--header ...] --arch ARCH [--arch ARCH...] SOURCE...\n", argv[0]);
         return 2;
     }
-    char *prelude = read_file(prelude_path);
-    if (!prelude) return 2;
-    const char *headers[] = {prelude};
-    const char *header_names[] = {"prelude.h"};
+    const char *headers[8];
+    const char *header_names[8];
+    for (int h = 0; h < nheaders; ++h) {
+        headers[h] = read_file(header_paths[h]);
+        if (!headers[h]) return 2;
+        header_names[h] = strrchr(header_paths[h], '/') ? strrchr(header_paths[h], '/') + 1 : header_paths[h];
+    }
 
     int major = 0, minor = 0;
     hiprtcVersion(&major, &minor);
@@ -116,7 +122,7 @@ int main(int argc, char **argv) {
             struct timespec t0, t1;
             clock_gettime(CLOCK_MONOTONIC, &t0);
             hiprtcProgram prog;
-            hiprtcResult r = hiprtcCreateProgram(&prog, src, name, 1, headers, header_names);
+            hiprtcResult r = hiprtcCreateProgram(&prog, src, name, nheaders, headers, header_names);
             if (r != HIPRTC_SUCCESS) {
                 printf("  %-18s %-8s hiprtcCreateProgram failed: %s\n", name, archs[a], hiprtcGetErrorString(r));
                 ++failures;

@@ -3,7 +3,7 @@
 #   hiprtc_smoke    what hipInit/hipGetDeviceCount/hipMalloc return without a GPU, and a
 #                   small fp16/bf16/shuffle kernel through hiprtc for gfx1100/gfx1201/gfx942
 #   hiprtc_kernels  every kernels/src/*.hip through hiprtc for the archs given (default
-#                   gfx1100 gfx1201), prelude as an in-memory header, every entry point
+#                   gfx1100 gfx1201), the headers as in-memory files, every entry point
 #                   checked in the code object
 # Usage: scripts/rocm-smoke/run.sh [ARCH...]
 set -euo pipefail
@@ -23,5 +23,5 @@ ROCM_CHROOT_BINDS="$repo:$repo $build:$build" "$repo/scripts/rocm-chroot.sh" run
     echo '== hiprtc_smoke'
     '$build/hiprtc_smoke'
     echo '== hiprtc_kernels'
-    '$build/hiprtc_kernels' --prelude kernels/src/prelude.h $arch_opts kernels/src/*.hip
+    '$build/hiprtc_kernels' --header kernels/src/prelude.h --header kernels/src/mma.h $arch_opts kernels/src/*.hip
 "

@@ -9,8 +9,8 @@
  *
  *   test_hip_on_cuda KERNEL_SRC_DIR [--all-kernels] [--seed N]
  *
- * KERNEL_SRC_DIR is the repository's kernels/src (elementwise.hip and prelude.h are read
- * from it). --all-kernels also compiles every *.hip there through hiprtc for the device's
+ * KERNEL_SRC_DIR is the repository's kernels/src (elementwise.hip and the headers prelude.h
+ * and mma.h are read from it). --all-kernels also compiles every *.hip there through hiprtc for the device's
  * architecture and resolves every RV_EXPORT_* entry point in the loaded module.
  *
  * Prints PASS/FAIL per check and a summary; exits 1 if any check failed.
@@ -189,7 +189,11 @@ static hipDeviceProp_t g_prop;
 static hipStream_t g_stream;
 static char g_arch[64]; /* gcnArchName without ":features" */
 static const char* g_kernel_dir;
-static char* g_prelude;
+/* The headers of kernels/src, given to every hiprtc compilation as in-memory files (the
+ * backend gives each module those it includes; one it does not include is ignored). */
+#define N_HEADERS 2
+static const char* g_header_names[N_HEADERS] = {"prelude.h", "mma.h"};
+static const char* g_headers[N_HEADERS];
 
 /* ---------------------------------------------------------------------------------------
  * 1. Device discovery and properties.
@@ -340,8 +344,8 @@ struct rv_strided {
     int64_t rank, contiguous, dims[6], strides[6];
 };
 
-/* One hiprtc compilation of a kernel source file, as the backend does it: prelude.h as an
- * in-memory header; options --offload-arch=<gcnArchName without features>, -O3, -DRV_...
+/* One hiprtc compilation of a kernel source file, as the backend does it: the headers as
+ * in-memory files; options --offload-arch=<gcnArchName without features>, -O3, -DRV_...
  * Touches no shared state, so several can run on parallel threads. */
 struct compiled {
     const char* file;
@@ -368,9 +372,7 @@ static void* compile_source(void* arg) {
         return NULL;
     }
     hiprtcProgram prog;
-    const char* hdr[] = {g_prelude};
-    const char* hdr_names[] = {"prelude.h"};
-    hiprtcResult r = hiprtcCreateProgram(&prog, src, c->file, 1, hdr, hdr_names);
+    hiprtcResult r = hiprtcCreateProgram(&prog, src, c->file, N_HEADERS, g_headers, g_header_names);
     free(src);
     if (r != HIPRTC_SUCCESS) {
         c->result = r;
@@ -960,11 +962,13 @@ int main(int argc, char** argv) {
     }
     printf("test_hip_on_cuda: seed %llu, kernels from %s\n", (unsigned long long)g_rng, g_kernel_dir);
     char path[4096];
-    snprintf(path, sizeof path, "%s/prelude.h", g_kernel_dir);
-    g_prelude = read_file(path, NULL);
-    if (g_prelude == NULL) {
-        fprintf(stderr, "cannot read %s\n", path);
-        return 2;
+    for (int i = 0; i < N_HEADERS; ++i) {
+        snprintf(path, sizeof path, "%s/%s", g_kernel_dir, g_header_names[i]);
+        g_headers[i] = read_file(path, NULL);
+        if (g_headers[i] == NULL) {
+            fprintf(stderr, "cannot read %s\n", path);
+            return 2;
+        }
     }
 
     printf("== device\n");
@@ -988,6 +992,6 @@ int main(int argc, char** argv) {
         }
     }
     printf("== %d passed, %d failed\n", g_pass, g_fail);
-    free(g_prelude);
+    for (int i = 0; i < N_HEADERS; ++i) free((void*)g_headers[i]);
     return g_fail == 0 ? 0 : 1;
 }
