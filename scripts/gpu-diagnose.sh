@@ -23,6 +23,8 @@ lib=/tmp/hip-on-cuda
 carry=$repo/.device-carry/apps
 mkdir -p "$OUT" "$logs" "$work/sr/in" "$work/vae"
 start=$(date +%s)
+# Steps start only before this deadline and are cut at it (the device tool allows 600 s).
+deadline=$((start + ${GPU_DIAG_SECONDS:-540}))
 status=0
 summary=$OUT/diagnose.md
 : >"$summary"
@@ -32,7 +34,13 @@ say() { echo "$*" | tee -a "$summary"; }
 step() {
     local name=$1 max=$2
     shift 2
-    local t0 rc
+    local t0 rc left=$((deadline - $(date +%s)))
+    if ((left < 10)); then
+        say "- $name: not started (deadline)"
+        status=1
+        return 125
+    fi
+    ((max < left)) || max=$left
     t0=$(date +%s%N)
     timeout -k 5 "$max" bash -c '"$@"' _ "$@" >"$logs/$name.log" 2>&1
     rc=$?
