@@ -293,8 +293,19 @@ impl Family {
             Types::CastPairs => return None,
             _ => dtype.suffix(),
         };
-        let name = self.pattern.replace("{op}", op).replace("{dtype}", t).replace("{bits}", t);
-        self.entry_points().contains(&name).then_some(name)
+        // The family's suffixes are few: a scan, not the full entry-point list (launches
+        // look their kernel up here every time).
+        if !self.types.suffixes().iter().any(|s| s == t) {
+            return None;
+        }
+        Some(self.pattern.replace("{op}", op).replace("{dtype}", t).replace("{bits}", t))
+    }
+
+    /// The entry point of a `{src}_{dst}` family (casts) for `src` to `dst`, if it has it.
+    pub fn pair_entry_point(&self, src: DType, dst: DType) -> Option<String> {
+        let pair = format!("{}_{}", src.suffix(), dst.suffix());
+        (self.types == Types::CastPairs && self.types.suffixes().contains(&pair))
+            .then(|| self.pattern.replace("{src}_{dst}", &pair))
     }
 
     /// The C parameter list, as the sources must declare it.

@@ -42,7 +42,7 @@ pub use igemm_configs::{
     IGEMM_CONFIGS, IGEMM_EMU_CONFIGS, IGEMM_MMA_CONFIGS, IGEMM_SIMT_CONFIGS, IgemmConfig, IgemmMath, IgemmNhwcConfig,
     MmaVariant, igemm_entry_point, igemm_nhwc_entry_point,
 };
-pub use registry::{INDEX_TYPES, MODULES, family_of, module_of, modules};
+pub use registry::{INDEX_TYPES, MODULES, family, family_of, module_of, modules};
 
 /// The prelude header, included by every module.
 pub const PRELUDE: &str = include_str!("prelude.h");

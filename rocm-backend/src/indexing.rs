@@ -11,9 +11,10 @@
 
 use crate::buffer::DeviceArray;
 use crate::error::{Result, RocmError};
-use crate::launch::{Arg, grid_for, launch};
-use crate::ops::{BLOCK, check_view, contiguous, kernel_dtype};
+use crate::launch::{Arg, Grid, Kernel, launch};
+use crate::ops::{check_view, contiguous, kernel_dtype};
 use candle_core::{DType, Layout};
+use kernels::{Family, family};
 use std::sync::Arc;
 
 /// The geometry of an indexing op: every tensor viewed as `[left, dim, right]`.
@@ -144,7 +145,7 @@ pub fn index_select(
     dim: usize,
 ) -> Result<(DeviceArray, Vec<usize>)> {
     let g = index_select_geometry(src_l.dims(), ids_l.dims(), dim)?;
-    gather_like("index_select", src, src_l, ids, ids_l, &g)
+    gather_like("index_select", &family::INDEX_SELECT, src, src_l, ids, ids_l, &g)
 }
 
 /// `out[l, i, r] = src[l, ids[l, i, r], r]`. Returns the result and its shape.
@@ -156,11 +157,12 @@ pub fn gather(
     dim: usize,
 ) -> Result<(DeviceArray, Vec<usize>)> {
     let g = gather_geometry(src_l.dims(), ids_l.dims(), dim)?;
-    gather_like("gather", src, src_l, ids, ids_l, &g)
+    gather_like("gather", &family::GATHER, src, src_l, ids, ids_l, &g)
 }
 
 fn gather_like(
     op: &'static str,
+    family: &'static Family,
     src: &DeviceArray,
     src_l: &Layout,
     ids: &DeviceArray,
@@ -178,9 +180,8 @@ fn gather_like(
         let (a, b) = if op == "index_select" { (g.right, g.ids_len) } else { (g.ids_len, g.right) };
         launch(
             src.device(),
-            &format!("{op}_{idx}_{}", d.suffix()),
-            (grid_for(n, BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(family, idx, d)?,
+            Grid::Elements(n),
             &mut [
                 Arg::I64(g.left as i64),
                 Arg::I64(g.dim_len as i64),
@@ -217,11 +218,11 @@ pub fn scatter(
     mode: ScatterMode,
 ) -> Result<DeviceArray> {
     let g = scatter_geometry(dst_l.dims(), ids_l.dims(), src_l.dims(), dim)?;
-    let name = match mode {
-        ScatterMode::Set => "scatter_set",
-        ScatterMode::Add => "scatter_add",
+    let (name, family) = match mode {
+        ScatterMode::Set => ("scatter_set", &family::SCATTER_SET),
+        ScatterMode::Add => ("scatter_add", &family::SCATTER_ADD),
     };
-    update(name, dst, dst_l, ids, ids_l, src, src_l, &g)
+    update(name, family, dst, dst_l, ids, ids_l, src, src_l, &g)
 }
 
 /// A copy of `dst` with `dst[l, ids[i], r] += src[l, i, r]`.
@@ -235,12 +236,13 @@ pub fn index_add(
     dim: usize,
 ) -> Result<DeviceArray> {
     let g = index_add_geometry(dst_l.dims(), ids_l.dims(), src_l.dims(), dim)?;
-    update("index_add", dst, dst_l, ids, ids_l, src, src_l, &g)
+    update("index_add", &family::INDEX_ADD, dst, dst_l, ids, ids_l, src, src_l, &g)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn update(
     op: &'static str,
+    family: &'static Family,
     dst: &DeviceArray,
     dst_l: &Layout,
     ids: &DeviceArray,
@@ -265,9 +267,8 @@ fn update(
         let (i, i_off) = dense(op, ids, ids_l)?;
         launch(
             dst.device(),
-            &format!("{op}_{idx}_{}", d.suffix()),
-            (grid_for(columns, BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(family, idx, d)?,
+            Grid::Elements(columns),
             &mut [
                 Arg::I64(g.left as i64),
                 Arg::I64(g.dim_len as i64),

@@ -5,12 +5,11 @@
 use crate::buffer::DeviceArray;
 use crate::device::RocmDevice;
 use crate::error::{Result, RocmError};
-use crate::launch::{Arg, grid_for, launch, vector_grid};
+use crate::launch::{Arg, BLOCK, Grid, Kernel, launch};
 use candle_core::{DType, Layout};
 use kernels::StridedLayout;
+use kernels::family;
 use std::sync::Arc;
-
-pub(crate) const BLOCK: u32 = 256;
 
 /// The kernels' dtype for a candle dtype.
 pub fn kernel_dtype(dtype: DType) -> Result<kernels::DType> {
@@ -61,12 +60,10 @@ pub fn unary(op: &str, x: &DeviceArray, layout: &Layout, param: f64) -> Result<D
     let n = layout.shape().elem_count();
     let out = DeviceArray::alloc(device(x), x.dtype, n)?;
     if n > 0 {
-        let entry = format!("unary_{op}_{}", d.suffix());
         launch(
             device(x),
-            &entry,
-            (vector_grid(n, x.dtype.size_in_bytes(), BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::UNARY, op, d)?,
+            Grid::Vectors { elements: n, widest_bytes: x.dtype.size_in_bytes() },
             &mut [
                 Arg::I64(n as i64),
                 Arg::Strided(strided(layout)?),
@@ -88,9 +85,8 @@ pub fn affine(x: &DeviceArray, layout: &Layout, mul: f64, add: f64) -> Result<De
     if n > 0 {
         launch(
             device(x),
-            &format!("affine_{}", d.suffix()),
-            (vector_grid(n, x.dtype.size_in_bytes(), BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::AFFINE, "", d)?,
+            Grid::Vectors { elements: n, widest_bytes: x.dtype.size_in_bytes() },
             &mut [
                 Arg::I64(n as i64),
                 Arg::Strided(strided(layout)?),
@@ -148,9 +144,8 @@ pub fn binary_into(
     if n > 0 {
         launch(
             device(lhs),
-            &format!("binary_{op}_{}", d.suffix()),
-            (vector_grid(n, lhs.dtype.size_in_bytes(), BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::BINARY, op, d)?,
+            Grid::Vectors { elements: n, widest_bytes: lhs.dtype.size_in_bytes() },
             &mut [
                 Arg::I64(n as i64),
                 Arg::Strided(strided(lhs_l)?),
@@ -176,9 +171,8 @@ pub fn cast(x: &DeviceArray, layout: &Layout, dtype: DType) -> Result<DeviceArra
     if n > 0 {
         launch(
             device(x),
-            &format!("cast_{}_{}", s.suffix(), d.suffix()),
-            (vector_grid(n, x.dtype.size_in_bytes().max(dtype.size_in_bytes()), BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::pair(&family::CAST, s, d)?,
+            Grid::Vectors { elements: n, widest_bytes: x.dtype.size_in_bytes().max(dtype.size_in_bytes()) },
             &mut [
                 Arg::I64(n as i64),
                 Arg::Strided(strided(layout)?),
@@ -206,9 +200,8 @@ pub fn contiguous(x: &DeviceArray, layout: &Layout) -> Result<DeviceArray> {
     let d = kernel_dtype(x.dtype)?;
     launch(
         device(x),
-        &format!("copy_strided_{}", d.bits_suffix()),
-        (grid_for(n, BLOCK), 1, 1),
-        (BLOCK, 1, 1),
+        &Kernel::new(&family::COPY_STRIDED, "", d)?,
+        Grid::Elements(n),
         &mut [
             Arg::I64(n as i64),
             Arg::Strided(strided(layout)?),
@@ -238,9 +231,8 @@ pub fn full(dev: &Arc<RocmDevice>, dtype: DType, len: usize, value: f64) -> Resu
     };
     launch(
         dev,
-        &format!("fill_{}", d.suffix()),
-        (vector_grid(len, dtype.size_in_bytes(), BLOCK), 1, 1),
-        (BLOCK, 1, 1),
+        &Kernel::new(&family::FILL, "", d)?,
+        Grid::Vectors { elements: len, widest_bytes: dtype.size_in_bytes() },
         &mut [Arg::I64(len as i64), Arg::Ptr(out.ptr_at(0)), v],
     )?;
     Ok(out)
@@ -261,9 +253,11 @@ pub fn transpose2d(x: &DeviceArray, batch: usize, rows: usize, cols: usize) -> R
     let d = kernel_dtype(x.dtype)?;
     launch(
         device(x),
-        &format!("transpose2d_{}", d.bits_suffix()),
-        (cols.div_ceil(32) as u32, rows.div_ceil(32) as u32, batch.min(65535) as u32),
-        (32, 8, 1),
+        &Kernel::new(&family::TRANSPOSE2D, "", d)?,
+        Grid::Explicit {
+            grid: (cols.div_ceil(32) as u32, rows.div_ceil(32) as u32, batch.min(65535) as u32),
+            block: (32, 8, 1),
+        },
         &mut [
             Arg::I64(batch as i64),
             Arg::I32(rows as i32),
@@ -302,9 +296,8 @@ pub fn copy2d(
     let d = kernel_dtype(src.dtype)?;
     launch(
         device(src),
-        &format!("copy2d_{}", d.bits_suffix()),
-        (grid_for(rows * cols, BLOCK), 1, 1),
-        (BLOCK, 1, 1),
+        &Kernel::new(&family::COPY2D, "", d)?,
+        Grid::Elements(rows * cols),
         &mut [
             Arg::I64(rows as i64),
             Arg::I64(cols as i64),
@@ -336,6 +329,18 @@ impl Reduce {
             Reduce::ArgMin => "argmin",
         }
     }
+
+    fn is_arg(self) -> bool {
+        matches!(self, Reduce::ArgMax | Reduce::ArgMin)
+    }
+
+    fn lastdim_family(self) -> &'static kernels::Family {
+        if self.is_arg() { &family::ARGREDUCE_LASTDIM } else { &family::REDUCE_LASTDIM }
+    }
+
+    fn strided_family(self) -> &'static kernels::Family {
+        if self.is_arg() { &family::ARGREDUCE_STRIDED } else { &family::REDUCE_STRIDED }
+    }
 }
 
 /// Reduces the middle dimension of a contiguous `[outer, len, inner]` array. Arg
@@ -351,7 +356,7 @@ pub fn reduce(op: Reduce, x: &DeviceArray, outer: usize, len: usize, inner: usiz
     if len == 0 {
         return Err(RocmError::op("reduce", "cannot reduce an empty dimension"));
     }
-    let out_dtype = if matches!(op, Reduce::ArgMax | Reduce::ArgMin) { DType::U32 } else { x.dtype };
+    let out_dtype = if op.is_arg() { DType::U32 } else { x.dtype };
     let out = DeviceArray::alloc(device(x), out_dtype, outer * inner)?;
     if out.len == 0 {
         return Ok(out);
@@ -359,17 +364,15 @@ pub fn reduce(op: Reduce, x: &DeviceArray, outer: usize, len: usize, inner: usiz
     if inner == 1 {
         launch(
             device(x),
-            &format!("reduce_{}_lastdim_{}", op.name(), d.suffix()),
-            (outer.clamp(1, 1 << 20) as u32, 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(op.lastdim_family(), op.name(), d)?,
+            Grid::Rows(outer),
             &mut [Arg::I64(outer as i64), Arg::I64(len as i64), Arg::Ptr(x.ptr_at(0)), Arg::Ptr(out.ptr_at(0))],
         )?;
     } else {
         launch(
             device(x),
-            &format!("reduce_{}_strided_{}", op.name(), d.suffix()),
-            (grid_for(outer * inner, BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(op.strided_family(), op.name(), d)?,
+            Grid::Elements(outer * inner),
             &mut [
                 Arg::I64(outer as i64),
                 Arg::I64(len as i64),
@@ -412,9 +415,8 @@ pub fn exact_channel_sums(x: &DeviceArray, view: &Layout) -> Result<(Vec<i64>, V
     if c > 0 && rows * cols > 0 {
         launch(
             dev,
-            &format!("exact_channel_sums_{}", d.suffix()),
-            ((rows * cols).div_ceil(per_block) as u32, c as u32, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::EXACT_SUMS, "", d)?,
+            Grid::Explicit { grid: ((rows * cols).div_ceil(per_block) as u32, c as u32, 1), block: (BLOCK, 1, 1) },
             &mut [
                 Arg::Strided(strided(view)?),
                 Arg::Ptr(x.ptr_at(view.start_offset())),
@@ -437,9 +439,8 @@ pub fn softmax_last_dim(x: &DeviceArray, rows: usize, cols: usize) -> Result<Dev
     if x.len > 0 {
         launch(
             device(x),
-            &format!("softmax_lastdim_{}", d.suffix()),
-            (rows.clamp(1, 1 << 20) as u32, 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::SOFTMAX, "softmax", d)?,
+            Grid::Rows(rows),
             &mut [Arg::I64(rows as i64), Arg::I64(cols as i64), Arg::Ptr(x.ptr_at(0)), Arg::Ptr(out.ptr_at(0))],
         )?;
     }
@@ -485,9 +486,8 @@ pub fn group_norm(
     let grid = (chunks as u32, groups as u32, n as u32);
     launch(
         device(x),
-        &format!("group_norm_stats_{}", d.suffix()),
-        grid,
-        (BLOCK, 1, 1),
+        &Kernel::new(&family::GROUP_NORM_STATS, "", d)?,
+        Grid::Explicit { grid, block: (BLOCK, 1, 1) },
         &mut [
             Arg::I32(n as i32),
             Arg::I32(c as i32),
@@ -500,9 +500,8 @@ pub fn group_norm(
     )?;
     launch(
         device(x),
-        &format!("group_norm_apply_{}", d.suffix()),
-        grid,
-        (BLOCK, 1, 1),
+        &Kernel::new(&family::GROUP_NORM_APPLY, "", d)?,
+        Grid::Explicit { grid, block: (BLOCK, 1, 1) },
         &mut [
             Arg::I32(n as i32),
             Arg::I32(c as i32),
@@ -571,9 +570,8 @@ fn row_norm(
     if x.len > 0 {
         launch(
             device(x),
-            &format!("{name}_{}", d.suffix()),
-            (rows.clamp(1, 1 << 20) as u32, 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::ROW_NORM, name, d)?,
+            Grid::Rows(rows),
             &mut [
                 Arg::I64(rows as i64),
                 Arg::I64(cols as i64),
@@ -608,9 +606,8 @@ pub fn upsample_nearest2d(
         let d = kernel_dtype(x.dtype)?;
         launch(
             device(x),
-            &format!("upsample_nearest2d_{}", d.bits_suffix()),
-            (grid_for(out.len, BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::UPSAMPLE_NEAREST2D, "", d)?,
+            Grid::Elements(out.len),
             &mut [
                 Arg::I64(planes as i64),
                 Arg::I32(h as i32),
@@ -668,9 +665,8 @@ pub fn pad2d(
         };
         launch(
             device(x),
-            &format!("pad2d_{name}_{}", d.bits_suffix()),
-            (grid_for(out.len, BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::PAD2D, name, d)?,
+            Grid::Elements(out.len),
             &mut [
                 Arg::I64(planes as i64),
                 Arg::I32(h as i32),
@@ -709,9 +705,8 @@ pub fn pool2d(
     if out.len > 0 {
         launch(
             device(x),
-            &format!("pool2d_{}_{}", if max { "max" } else { "avg" }, d.suffix()),
-            (grid_for(out.len, BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::POOL2D, if max { "max" } else { "avg" }, d)?,
+            Grid::Elements(out.len),
             &mut [
                 Arg::I64(planes as i64),
                 Arg::I32(h as i32),

@@ -4,9 +4,10 @@
 
 use crate::buffer::DeviceArray;
 use crate::error::{Result, RocmError};
-use crate::launch::{Arg, grid_for, launch};
-use crate::ops::{BLOCK, check_view, float_only, kernel_dtype, strided};
+use crate::launch::{Arg, Grid, Kernel, launch};
+use crate::ops::{check_view, float_only, kernel_dtype, strided};
 use candle_core::{DType, Layout};
+use kernels::family;
 use std::sync::Arc;
 
 /// candle's comparison ops.
@@ -85,9 +86,8 @@ pub fn cmp(op: Cmp, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rhs_l:
     if n > 0 {
         launch(
             lhs.device(),
-            &format!("cmp_{}_{}", op.name(), d.suffix()),
-            (grid_for(n, BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::CMP, op.name(), d)?,
+            Grid::Elements(n),
             &mut [
                 Arg::I64(n as i64),
                 Arg::Strided(strided(lhs_l)?),
@@ -133,9 +133,8 @@ pub fn where_cond(
     if n > 0 {
         launch(
             mask.device(),
-            &format!("where_u8_{}", d.suffix()),
-            (grid_for(n, BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::WHERE, "", d)?,
+            Grid::Elements(n),
             &mut [
                 Arg::I64(n as i64),
                 Arg::Strided(strided(mask_l)?),

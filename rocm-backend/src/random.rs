@@ -11,9 +11,10 @@
 use crate::buffer::DeviceArray;
 use crate::device::RocmDevice;
 use crate::error::{Result, RocmError};
-use crate::launch::{Arg, grid_for, launch};
-use crate::ops::{BLOCK, float_only};
+use crate::launch::{Arg, Grid, Kernel, launch};
+use crate::ops::float_only;
 use candle_core::DType;
+use kernels::family;
 use std::sync::Arc;
 
 const M0: u32 = 0xD251_1F53;
@@ -132,7 +133,7 @@ pub fn check_normal(mean: f64, std: f64) -> Result<()> {
 
 fn run(
     dev: &Arc<RocmDevice>,
-    entry: String,
+    kernel: Kernel,
     dtype: DType,
     n: usize,
     seed: u64,
@@ -146,7 +147,7 @@ fn run(
         let mut args = vec![Arg::I64(n as i64), Arg::I64(seed as i64), Arg::I64(offset as i64)];
         args.extend(params.iter().map(|&p| Arg::F64(p)));
         args.push(Arg::Ptr(out.ptr_at(0)));
-        launch(dev, &entry, (grid_for(blocks, BLOCK), 1, 1), (BLOCK, 1, 1), &mut args)?;
+        launch(dev, &kernel, Grid::Elements(blocks), &mut args)?;
     }
     Ok(out)
 }
@@ -154,7 +155,7 @@ fn run(
 /// The raw stream: `n` u32 words of `seed` from `offset`.
 pub fn rand_bits(dev: &Arc<RocmDevice>, n: usize, seed: u64, offset: u64) -> Result<DeviceArray> {
     check_range("rand_bits", offset, n)?;
-    run(dev, "rand_bits_u32".into(), DType::U32, n, seed, offset, &[])
+    run(dev, Kernel::new(&family::RAND_BITS, "", kernels::DType::U32)?, DType::U32, n, seed, offset, &[])
 }
 
 /// `n` values uniform in `[lo, hi)` (f16/bf16 rounding may reach `hi`).
@@ -170,7 +171,7 @@ pub fn rand_uniform(
     let d = float_only("rand_uniform", dtype)?;
     check_uniform(lo, hi)?;
     check_range("rand_uniform", offset, n)?;
-    run(dev, format!("rand_uniform_{}", d.suffix()), dtype, n, seed, offset, &[lo, hi])
+    run(dev, Kernel::new(&family::RAND_UNIFORM, "", d)?, dtype, n, seed, offset, &[lo, hi])
 }
 
 /// `n` values from Normal(mean, std).
@@ -186,7 +187,7 @@ pub fn rand_normal(
     let d = float_only("rand_normal", dtype)?;
     check_normal(mean, std)?;
     check_range("rand_normal", offset, n)?;
-    run(dev, format!("rand_normal_{}", d.suffix()), dtype, n, seed, offset, &[mean, std])
+    run(dev, Kernel::new(&family::RAND_NORMAL, "", d)?, dtype, n, seed, offset, &[mean, std])
 }
 
 #[cfg(test)]

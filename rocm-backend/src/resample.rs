@@ -4,9 +4,10 @@
 
 use crate::buffer::DeviceArray;
 use crate::error::{Result, RocmError};
-use crate::launch::{Arg, grid_for, launch};
-use crate::ops::{BLOCK, check_view, contiguous, float_only, kernel_dtype};
+use crate::launch::{Arg, Grid, Kernel, launch};
+use crate::ops::{check_view, contiguous, float_only, kernel_dtype};
 use candle_core::Layout;
+use kernels::family;
 
 /// The kernels index sizes with i32.
 fn fits_i32(op: &'static str, what: &str, v: usize) -> Result<i32> {
@@ -76,9 +77,8 @@ pub fn upsample_nearest1d(x: &DeviceArray, layout: &Layout, target: usize) -> Re
         let (s, off) = dense("upsample_nearest1d", x, layout)?;
         launch(
             x.device(),
-            &format!("upsample_nearest1d_{}", d.bits_suffix()),
-            (grid_for(out.len, BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::UPSAMPLE_NEAREST1D, "", d)?,
+            Grid::Elements(out.len),
             &mut [
                 Arg::I64(planes as i64),
                 Arg::I32(l as i32),
@@ -107,9 +107,8 @@ pub fn upsample_bilinear2d(
         let (s, off) = dense("upsample_bilinear2d", x, layout)?;
         launch(
             x.device(),
-            &format!("upsample_bilinear2d_{}", d.suffix()),
-            (grid_for(out.len, BLOCK), 1, 1),
-            (BLOCK, 1, 1),
+            &Kernel::new(&family::UPSAMPLE_BILINEAR2D, "", d)?,
+            Grid::Elements(out.len),
             &mut [
                 Arg::I64(planes as i64),
                 Arg::I32(h as i32),

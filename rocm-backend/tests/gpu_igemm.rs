@@ -22,7 +22,7 @@ use conv_engine::{Algorithm, Conv2dParams, ConvProblem};
 use kernels::{IGEMM_EMU_CONFIGS, IGEMM_MMA_CONFIGS, IGEMM_SIMT_CONFIGS, IgemmNhwcConfig, MmaVariant};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rocm_backend::conv::{Activation, Epilogue, IgemmKernel, run_implicit_gemm_into};
-use rocm_backend::launch::{Arg, launch};
+use rocm_backend::launch::{Arg, Grid, Kernel, launch};
 use rocm_backend::{RocmConv, RocmDevice};
 use std::sync::Arc;
 
@@ -32,7 +32,11 @@ fn mma_layer_tiles_match_a_plain_gemm() {
     let warp = dev.info().warp_size as u32;
     let mut rng = StdRng::seed_from_u64(0x77a);
     let mut ran = Vec::new();
-    for (variant, block) in [("native", warp), ("emu11", 32), ("emu12", 32)] {
+    for (variant, family, block) in [
+        ("native", &kernels::family::MMA_TILE_NATIVE, warp),
+        ("emu11", &kernels::family::MMA_TILE_EMU11, 32),
+        ("emu12", &kernels::family::MMA_TILE_EMU12, 32),
+    ] {
         if variant != "native" && warp != 32 {
             eprintln!("the {variant} emulation needs 32-lane waves; this device has {warp}: not run");
             continue;
@@ -51,12 +55,14 @@ fn mma_layer_tiles_match_a_plain_gemm() {
                 let (b, be) = upload(&dev, &bv, dt);
                 let (c, ce) = upload(&dev, &cv, DType::F32);
                 let d = poisoned(&dev, DType::F32, 256);
-                let entry = format!("mma_tile_{variant}_{}", if dt == DType::F16 { "f16" } else { "bf16" });
+                let kernel =
+                    Kernel::new(family, "", if dt == DType::F16 { kernels::DType::F16 } else { kernels::DType::BF16 })
+                        .expect("registered");
+                let entry = kernel.entry().to_string();
                 launch(
                     &dev,
-                    &entry,
-                    (1, 1, 1),
-                    (block, 1, 1),
+                    &kernel,
+                    Grid::Explicit { grid: (1, 1, 1), block: (block, 1, 1) },
                     &mut [Arg::Ptr(a.ptr_at(0)), Arg::Ptr(b.ptr_at(0)), Arg::Ptr(c.ptr_at(0)), Arg::Ptr(d.ptr_at(0))],
                 )
                 .unwrap_or_else(|e| panic!("{entry}: {e}"));

@@ -5,7 +5,8 @@ use crate::{ArgType, Elem, Family, Launch, Types};
 
 use super::NUMEL;
 
-pub(super) const BINARY: &[Family] = &[Family {
+/// `binary_{op}_{dtype}`
+pub const BINARY: Family = Family {
     pattern: "binary_{op}_{dtype}",
     export_macro: "RV_EXPORT_BINARY",
     ops: &["add", "sub", "mul", "div", "maximum", "minimum"],
@@ -20,4 +21,6 @@ pub(super) const BINARY: &[Family] = &[Family {
     ],
     launch: Launch::GridStride,
     doc: "out = lhs op rhs with broadcasting. Floats: f32 arithmetic (f64 for f64), maximum/minimum propagate NaN. Integers: wrapping, in their own type.",
-}];
+};
+
+pub(super) const FAMILIES: &[Family] = &[BINARY];

@@ -13,51 +13,58 @@ pub(super) const CONV_ARGS: &[Arg] = &[
     arg("out", mptr(Elem::T), "output [n, k, p, q]"),
 ];
 
-pub(super) const CONV: &[Family] = &[
-    Family {
-        pattern: "im2col_{bits}",
-        export_macro: "RV_EXPORT_IM2COL",
-        ops: &[],
-        types: Types::Bits,
-        args: &[
-            GEOM,
-            arg("pix_begin", ArgType::I64, "first output pixel (y*q + x) of the chunk"),
-            arg("pix_count", ArgType::I64, "output pixels in the chunk"),
-            arg("in", cptr(Elem::T), "one image [c, h, w]"),
-            arg("col", mptr(Elem::T), "[c*r*s, pix_count] row-major"),
-        ],
-        launch: Launch::Im2col,
-        doc: "Column matrix of one image for a range of output pixels, so out[k, pix] = W[k, :] . col[:, pix] is a row-major GEMM.",
-    },
-    Family {
-        pattern: "col2im_{dtype}",
-        export_macro: "RV_EXPORT_COL2IM",
-        ops: &[],
-        types: Types::Float,
-        args: &[
-            GEOM,
-            arg("col", cptr(Elem::T), "[c*r*s, p*q] row-major"),
-            arg("img", mptr(Elem::T), "one image [c, h, w]"),
-        ],
-        launch: Launch::GridStride,
-        doc: "Adjoint of im2col (gather, deterministic): conv_transpose as GEMM then col2im, with the geometry of the forward conv whose input is the transposed conv's output.",
-    },
-    Family {
-        pattern: "conv2d_direct_{dtype}",
-        export_macro: "RV_EXPORT_CONV2D_DIRECT",
-        ops: &[],
-        types: Types::Float,
-        args: CONV_ARGS,
-        launch: Launch::GridStride,
-        doc: "Direct convolution, one thread per output element: reference and fallback for any parameters.",
-    },
-    Family {
-        pattern: "conv_transpose2d_direct_{dtype}",
-        export_macro: "RV_EXPORT_CONV_TRANSPOSE2D_DIRECT",
-        ops: &[],
-        types: Types::Float,
-        args: CONV_ARGS,
-        launch: Launch::GridStride,
-        doc: "Direct transposed convolution (gather form): reference and fallback.",
-    },
-];
+/// `im2col_{bits}`
+pub const IM2COL: Family = Family {
+    pattern: "im2col_{bits}",
+    export_macro: "RV_EXPORT_IM2COL",
+    ops: &[],
+    types: Types::Bits,
+    args: &[
+        GEOM,
+        arg("pix_begin", ArgType::I64, "first output pixel (y*q + x) of the chunk"),
+        arg("pix_count", ArgType::I64, "output pixels in the chunk"),
+        arg("in", cptr(Elem::T), "one image [c, h, w]"),
+        arg("col", mptr(Elem::T), "[c*r*s, pix_count] row-major"),
+    ],
+    launch: Launch::Im2col,
+    doc: "Column matrix of one image for a range of output pixels, so out[k, pix] = W[k, :] . col[:, pix] is a row-major GEMM.",
+};
+
+/// `col2im_{dtype}`
+pub const COL2IM: Family = Family {
+    pattern: "col2im_{dtype}",
+    export_macro: "RV_EXPORT_COL2IM",
+    ops: &[],
+    types: Types::Float,
+    args: &[
+        GEOM,
+        arg("col", cptr(Elem::T), "[c*r*s, p*q] row-major"),
+        arg("img", mptr(Elem::T), "one image [c, h, w]"),
+    ],
+    launch: Launch::GridStride,
+    doc: "Adjoint of im2col (gather, deterministic): conv_transpose as GEMM then col2im, with the geometry of the forward conv whose input is the transposed conv's output.",
+};
+
+/// `conv2d_direct_{dtype}`
+pub const CONV2D_DIRECT: Family = Family {
+    pattern: "conv2d_direct_{dtype}",
+    export_macro: "RV_EXPORT_CONV2D_DIRECT",
+    ops: &[],
+    types: Types::Float,
+    args: CONV_ARGS,
+    launch: Launch::GridStride,
+    doc: "Direct convolution, one thread per output element: reference and fallback for any parameters.",
+};
+
+/// `conv_transpose2d_direct_{dtype}`
+pub const CONV_TRANSPOSE2D_DIRECT: Family = Family {
+    pattern: "conv_transpose2d_direct_{dtype}",
+    export_macro: "RV_EXPORT_CONV_TRANSPOSE2D_DIRECT",
+    ops: &[],
+    types: Types::Float,
+    args: CONV_ARGS,
+    launch: Launch::GridStride,
+    doc: "Direct transposed convolution (gather form): reference and fallback.",
+};
+
+pub(super) const FAMILIES: &[Family] = &[IM2COL, COL2IM, CONV2D_DIRECT, CONV_TRANSPOSE2D_DIRECT];

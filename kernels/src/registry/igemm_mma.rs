@@ -26,137 +26,170 @@ const IGEMM_NHWC_ARGS: &[Arg] = &[
     arg("out", mptr(Elem::T), "output, through the view"),
 ];
 
-pub(super) const IGEMM_MMA: &[Family] = &[
-    Family {
-        pattern: "igemm_mma_{op}_{dtype}",
-        export_macro: "RV_EXPORT_IGEMM_MMA",
-        ops: IGEMM_MMA_NAMES,
-        types: Types::Half,
-        args: IGEMM_NHWC_ARGS,
-        launch: Launch::IgemmNhwc,
-        doc: "NHWC implicit-GEMM convolution on the compiling target's matrix cores (WMMA gfx11/gfx12, MFMA CDNA, mma.sync NVIDIA), cp.async pipeline on NVIDIA, fused bias/activation/residual epilogue, split-K partials.",
-    },
-    Family {
-        pattern: "igemm_mma_{op}_{dtype}",
-        export_macro: "RV_EXPORT_IGEMM_MMA_NV",
-        ops: IGEMM_MMA_NV_NAMES,
-        types: Types::Half,
-        args: IGEMM_NHWC_ARGS,
-        launch: Launch::IgemmNhwc,
-        doc: "The same kernel with 64x64 warp tiles, NVIDIA only (the GPU tier's tile family); on AMD targets the entry points exist and trap, and the host never dispatches them there.",
-    },
-    Family {
-        pattern: "igemm_emu11_{op}_{dtype}",
-        export_macro: "RV_EXPORT_IGEMM_EMU11",
-        ops: IGEMM_EMU_NAMES,
-        types: Types::Half,
-        args: IGEMM_NHWC_ARGS,
-        launch: Launch::IgemmNhwc,
-        doc: "The same kernel with the RDNA3 (gfx11) fragment code and the WMMA instruction emulated by warp shuffles (warp 32): the GPU tier's check of the gfx11 layout.",
-    },
-    Family {
-        pattern: "igemm_emu12_{op}_{dtype}",
-        export_macro: "RV_EXPORT_IGEMM_EMU12",
-        ops: IGEMM_EMU_NAMES,
-        types: Types::Half,
-        args: IGEMM_NHWC_ARGS,
-        launch: Launch::IgemmNhwc,
-        doc: "The same kernel with the RDNA4 (gfx12) fragment code, WMMA emulated by warp shuffles.",
-    },
-    Family {
-        pattern: "igemm_simt_{op}_{dtype}",
-        export_macro: "RV_EXPORT_IGEMM_SIMT",
-        ops: IGEMM_SIMT_NAMES,
-        types: Types::F32,
-        args: IGEMM_NHWC_ARGS,
-        launch: Launch::IgemmNhwc,
-        doc: "NHWC implicit-GEMM convolution in f32 FMA (no TF32), the same iterators, pipeline and epilogue.",
-    },
-    Family {
-        pattern: "igemm_splitk_{dtype}",
-        export_macro: "RV_EXPORT_IGEMM_SPLITK",
-        ops: &[],
-        types: Types::Gemm,
-        args: &[
-            arg("g", ArgType::Conv2d, "the geometry the partials were computed for"),
-            arg("splits", ArgType::I32, "number of partial sums"),
-            arg("act", ArgType::I32, "activation: 0 none, 1 relu, 2 silu"),
-            arg("os_n", ArgType::I64, "output view: elements between images"),
-            arg("os_c", ArgType::I64, "output view: elements between channels"),
-            arg("os_y", ArgType::I64, "output view: elements between grid rows"),
-            arg("os_x", ArgType::I64, "output view: elements between grid columns"),
-            arg("partial", cptr(Elem::F32), "[splits][k][n*p*q] f32"),
-            arg("bias", cptr(Elem::T), "bias [k], or null"),
-            arg("res", cptr(Elem::T), "residual through the view, or null"),
-            arg("out", mptr(Elem::T), "output, through the view"),
-        ],
-        launch: Launch::GridStride,
-        doc: "Split-K reduction: sums the partials and applies the epilogue (bias, activation, residual, cast).",
-    },
-    Family {
-        pattern: "igemm_pack_input_{bits}",
-        export_macro: "RV_EXPORT_IGEMM_PACK_INPUT",
-        ops: &[],
-        types: Types::Bits16And32,
-        args: &[
-            arg("g", ArgType::Conv2d, "the full input: n, c, h, w, groups"),
-            arg("row0", ArgType::I32, "first input row of the band"),
-            arg("rows", ArgType::I32, "rows in the band"),
-            arg("cgp", ArgType::I32, "channel slots per group (>= c/groups; the extra slots are zero)"),
-            arg("in", cptr(Elem::T), "NCHW input"),
-            arg("out", mptr(Elem::T), "NHWC band [n][rows][w][groups*cgp]"),
-        ],
-        launch: Launch::TransposeTiles,
-        doc: "NCHW -> NHWC of a band of input rows with padded channel slots (grid = (ceil(rows*w/32), ceil(groups*cgp/32), n)).",
-    },
-    Family {
-        pattern: "igemm_pack_weight_{bits}",
-        export_macro: "RV_EXPORT_IGEMM_PACK_WEIGHT",
-        ops: &[],
-        types: Types::Bits16And32,
-        args: &[
-            arg("g", ArgType::Conv2d, "the convolution: k, c, r, s (full filter), groups"),
-            arg("cgp", ArgType::I32, "channel slots per group"),
-            arg("transposed", ArgType::I32, "non-zero: weights are [c][k/groups][r][s]"),
-            arg("r0", ArgType::I32, "first filter row of the phase"),
-            arg("rstep", ArgType::I32, "filter row step"),
-            arg("nr", ArgType::I32, "filter rows in the phase"),
-            arg("s0", ArgType::I32, "first filter column"),
-            arg("sstep", ArgType::I32, "filter column step"),
-            arg("ns", ArgType::I32, "filter columns in the phase"),
-            arg("w", cptr(Elem::T), "weights as the convolution takes them"),
-            arg("out", mptr(Elem::T), "packed [k][nr][ns][cgp]"),
-        ],
-        launch: Launch::GridStride,
-        doc: "Packs one phase's filter taps as [k][tap row][tap column][channel slot] for the NHWC kernels.",
-    },
-    Family {
-        pattern: "mma_tile_native_{dtype}",
-        export_macro: "RV_EXPORT_MMA_TILE_NATIVE",
-        ops: &[],
-        types: Types::Half,
-        args: MMA_TILE_ARGS,
-        launch: Launch::MmaTile,
-        doc: "One 16x16x32 product through the compiling target's MMA fragment code (the layer's own test).",
-    },
-    Family {
-        pattern: "mma_tile_emu11_{dtype}",
-        export_macro: "RV_EXPORT_MMA_TILE_EMU11",
-        ops: &[],
-        types: Types::Half,
-        args: MMA_TILE_ARGS,
-        launch: Launch::MmaTile,
-        doc: "One 16x16x32 product through the gfx11 fragment code, WMMA emulated by shuffles.",
-    },
-    Family {
-        pattern: "mma_tile_emu12_{dtype}",
-        export_macro: "RV_EXPORT_MMA_TILE_EMU12",
-        ops: &[],
-        types: Types::Half,
-        args: MMA_TILE_ARGS,
-        launch: Launch::MmaTile,
-        doc: "One 16x16x32 product through the gfx12 fragment code, WMMA emulated by shuffles.",
-    },
+/// `igemm_mma_{op}_{dtype}`
+pub const IGEMM_MMA: Family = Family {
+    pattern: "igemm_mma_{op}_{dtype}",
+    export_macro: "RV_EXPORT_IGEMM_MMA",
+    ops: IGEMM_MMA_NAMES,
+    types: Types::Half,
+    args: IGEMM_NHWC_ARGS,
+    launch: Launch::IgemmNhwc,
+    doc: "NHWC implicit-GEMM convolution on the compiling target's matrix cores (WMMA gfx11/gfx12, MFMA CDNA, mma.sync NVIDIA), cp.async pipeline on NVIDIA, fused bias/activation/residual epilogue, split-K partials.",
+};
+
+/// `igemm_mma_{op}_{dtype}`
+pub const IGEMM_MMA_NV: Family = Family {
+    pattern: "igemm_mma_{op}_{dtype}",
+    export_macro: "RV_EXPORT_IGEMM_MMA_NV",
+    ops: IGEMM_MMA_NV_NAMES,
+    types: Types::Half,
+    args: IGEMM_NHWC_ARGS,
+    launch: Launch::IgemmNhwc,
+    doc: "The same kernel with 64x64 warp tiles, NVIDIA only (the GPU tier's tile family); on AMD targets the entry points exist and trap, and the host never dispatches them there.",
+};
+
+/// `igemm_emu11_{op}_{dtype}`
+pub const IGEMM_EMU11: Family = Family {
+    pattern: "igemm_emu11_{op}_{dtype}",
+    export_macro: "RV_EXPORT_IGEMM_EMU11",
+    ops: IGEMM_EMU_NAMES,
+    types: Types::Half,
+    args: IGEMM_NHWC_ARGS,
+    launch: Launch::IgemmNhwc,
+    doc: "The same kernel with the RDNA3 (gfx11) fragment code and the WMMA instruction emulated by warp shuffles (warp 32): the GPU tier's check of the gfx11 layout.",
+};
+
+/// `igemm_emu12_{op}_{dtype}`
+pub const IGEMM_EMU12: Family = Family {
+    pattern: "igemm_emu12_{op}_{dtype}",
+    export_macro: "RV_EXPORT_IGEMM_EMU12",
+    ops: IGEMM_EMU_NAMES,
+    types: Types::Half,
+    args: IGEMM_NHWC_ARGS,
+    launch: Launch::IgemmNhwc,
+    doc: "The same kernel with the RDNA4 (gfx12) fragment code, WMMA emulated by warp shuffles.",
+};
+
+/// `igemm_simt_{op}_{dtype}`
+pub const IGEMM_SIMT: Family = Family {
+    pattern: "igemm_simt_{op}_{dtype}",
+    export_macro: "RV_EXPORT_IGEMM_SIMT",
+    ops: IGEMM_SIMT_NAMES,
+    types: Types::F32,
+    args: IGEMM_NHWC_ARGS,
+    launch: Launch::IgemmNhwc,
+    doc: "NHWC implicit-GEMM convolution in f32 FMA (no TF32), the same iterators, pipeline and epilogue.",
+};
+
+/// `igemm_splitk_{dtype}`
+pub const IGEMM_SPLITK: Family = Family {
+    pattern: "igemm_splitk_{dtype}",
+    export_macro: "RV_EXPORT_IGEMM_SPLITK",
+    ops: &[],
+    types: Types::Gemm,
+    args: &[
+        arg("g", ArgType::Conv2d, "the geometry the partials were computed for"),
+        arg("splits", ArgType::I32, "number of partial sums"),
+        arg("act", ArgType::I32, "activation: 0 none, 1 relu, 2 silu"),
+        arg("os_n", ArgType::I64, "output view: elements between images"),
+        arg("os_c", ArgType::I64, "output view: elements between channels"),
+        arg("os_y", ArgType::I64, "output view: elements between grid rows"),
+        arg("os_x", ArgType::I64, "output view: elements between grid columns"),
+        arg("partial", cptr(Elem::F32), "[splits][k][n*p*q] f32"),
+        arg("bias", cptr(Elem::T), "bias [k], or null"),
+        arg("res", cptr(Elem::T), "residual through the view, or null"),
+        arg("out", mptr(Elem::T), "output, through the view"),
+    ],
+    launch: Launch::GridStride,
+    doc: "Split-K reduction: sums the partials and applies the epilogue (bias, activation, residual, cast).",
+};
+
+/// `igemm_pack_input_{bits}`
+pub const IGEMM_PACK_INPUT: Family = Family {
+    pattern: "igemm_pack_input_{bits}",
+    export_macro: "RV_EXPORT_IGEMM_PACK_INPUT",
+    ops: &[],
+    types: Types::Bits16And32,
+    args: &[
+        arg("g", ArgType::Conv2d, "the full input: n, c, h, w, groups"),
+        arg("row0", ArgType::I32, "first input row of the band"),
+        arg("rows", ArgType::I32, "rows in the band"),
+        arg("cgp", ArgType::I32, "channel slots per group (>= c/groups; the extra slots are zero)"),
+        arg("in", cptr(Elem::T), "NCHW input"),
+        arg("out", mptr(Elem::T), "NHWC band [n][rows][w][groups*cgp]"),
+    ],
+    launch: Launch::TransposeTiles,
+    doc: "NCHW -> NHWC of a band of input rows with padded channel slots (grid = (ceil(rows*w/32), ceil(groups*cgp/32), n)).",
+};
+
+/// `igemm_pack_weight_{bits}`
+pub const IGEMM_PACK_WEIGHT: Family = Family {
+    pattern: "igemm_pack_weight_{bits}",
+    export_macro: "RV_EXPORT_IGEMM_PACK_WEIGHT",
+    ops: &[],
+    types: Types::Bits16And32,
+    args: &[
+        arg("g", ArgType::Conv2d, "the convolution: k, c, r, s (full filter), groups"),
+        arg("cgp", ArgType::I32, "channel slots per group"),
+        arg("transposed", ArgType::I32, "non-zero: weights are [c][k/groups][r][s]"),
+        arg("r0", ArgType::I32, "first filter row of the phase"),
+        arg("rstep", ArgType::I32, "filter row step"),
+        arg("nr", ArgType::I32, "filter rows in the phase"),
+        arg("s0", ArgType::I32, "first filter column"),
+        arg("sstep", ArgType::I32, "filter column step"),
+        arg("ns", ArgType::I32, "filter columns in the phase"),
+        arg("w", cptr(Elem::T), "weights as the convolution takes them"),
+        arg("out", mptr(Elem::T), "packed [k][nr][ns][cgp]"),
+    ],
+    launch: Launch::GridStride,
+    doc: "Packs one phase's filter taps as [k][tap row][tap column][channel slot] for the NHWC kernels.",
+};
+
+/// `mma_tile_native_{dtype}`
+pub const MMA_TILE_NATIVE: Family = Family {
+    pattern: "mma_tile_native_{dtype}",
+    export_macro: "RV_EXPORT_MMA_TILE_NATIVE",
+    ops: &[],
+    types: Types::Half,
+    args: MMA_TILE_ARGS,
+    launch: Launch::MmaTile,
+    doc: "One 16x16x32 product through the compiling target's MMA fragment code (the layer's own test).",
+};
+
+/// `mma_tile_emu11_{dtype}`
+pub const MMA_TILE_EMU11: Family = Family {
+    pattern: "mma_tile_emu11_{dtype}",
+    export_macro: "RV_EXPORT_MMA_TILE_EMU11",
+    ops: &[],
+    types: Types::Half,
+    args: MMA_TILE_ARGS,
+    launch: Launch::MmaTile,
+    doc: "One 16x16x32 product through the gfx11 fragment code, WMMA emulated by shuffles.",
+};
+
+/// `mma_tile_emu12_{dtype}`
+pub const MMA_TILE_EMU12: Family = Family {
+    pattern: "mma_tile_emu12_{dtype}",
+    export_macro: "RV_EXPORT_MMA_TILE_EMU12",
+    ops: &[],
+    types: Types::Half,
+    args: MMA_TILE_ARGS,
+    launch: Launch::MmaTile,
+    doc: "One 16x16x32 product through the gfx12 fragment code, WMMA emulated by shuffles.",
+};
+
+pub(super) const FAMILIES: &[Family] = &[
+    IGEMM_MMA,
+    IGEMM_MMA_NV,
+    IGEMM_EMU11,
+    IGEMM_EMU12,
+    IGEMM_SIMT,
+    IGEMM_SPLITK,
+    IGEMM_PACK_INPUT,
+    IGEMM_PACK_WEIGHT,
+    MMA_TILE_NATIVE,
+    MMA_TILE_EMU11,
+    MMA_TILE_EMU12,
 ];
 
 const MMA_TILE_ARGS: &[Arg] = &[

@@ -5,10 +5,11 @@ use super::kernel_params;
 use crate::buffer::DeviceArray;
 use crate::device::RocmDevice;
 use crate::error::Result;
-use crate::launch::{Arg, grid_for, launch};
+use crate::launch::{Arg, Grid, Kernel, launch};
 use crate::ops::kernel_dtype;
 use conv_engine::ConvProblem;
 use implicit_gemm::ConvKind;
+use kernels::family;
 use std::sync::Arc;
 
 /// Runs `p` into `out` with the bias fused.
@@ -22,15 +23,14 @@ pub(super) fn run(
 ) -> Result<()> {
     let g = &p.geometry;
     let kd = kernel_dtype(p.dtype.to_candle())?;
-    let entry = match g.kind {
-        ConvKind::Forward => format!("conv2d_direct_{}", kd.suffix()),
-        ConvKind::Transposed => format!("conv_transpose2d_direct_{}", kd.suffix()),
+    let family = match g.kind {
+        ConvKind::Forward => &family::CONV2D_DIRECT,
+        ConvKind::Transposed => &family::CONV_TRANSPOSE2D_DIRECT,
     };
     launch(
         device,
-        &entry,
-        (grid_for(out.len, 256), 1, 1),
-        (256, 1, 1),
+        &Kernel::new(family, "", kd)?,
+        Grid::Elements(out.len),
         &mut [
             Arg::Conv(kernel_params(g, g.batch)),
             Arg::Ptr(x.ptr_at(0)),

@@ -11,18 +11,33 @@ use crate::buffer::DeviceArray;
 use crate::conv::tiles::IgemmKernel;
 use crate::device::RocmDevice;
 use crate::error::{Result, RocmError};
-use crate::launch::{Arg, grid_for, launch};
+use crate::launch::{Arg, Grid, Kernel, launch};
 use crate::ops::kernel_dtype;
 use candle_core::DType;
 use conv_engine::{Chunk, ConvProblem};
 use implicit_gemm::ConvKind;
 use implicit_gemm::nhwc::{ChunkLayout, NhwcWorkspace, chunk_layout, nhwc_supported};
-use kernels::{Conv2dParams, MmaVariant};
+use kernels::{Conv2dParams, IgemmMath, IgemmNhwcConfig, MmaVariant, family};
 use std::sync::Arc;
 
 fn layout_of(p: &ConvProblem, chunk: &Chunk) -> Result<ChunkLayout> {
     chunk_layout(&p.geometry, chunk.batch.len(), chunk.rows.clone(), p.dtype.size_in_bytes())
         .map_err(|e| RocmError::op("conv", e.to_string()))
+}
+
+/// The NHWC implicit-GEMM kernel of a configuration, fragment variant and dtype.
+fn nhwc_kernel(variant: MmaVariant, config: &IgemmNhwcConfig, kd: kernels::DType) -> Result<Kernel> {
+    let family = match (config.math, variant) {
+        (IgemmMath::Simt, MmaVariant::Native) => &family::IGEMM_SIMT,
+        (IgemmMath::Mma, MmaVariant::Native) if config.nvidia_only => &family::IGEMM_MMA_NV,
+        (IgemmMath::Mma, MmaVariant::Native) => &family::IGEMM_MMA,
+        (IgemmMath::Mma, MmaVariant::EmulateGfx11) => &family::IGEMM_EMU11,
+        (IgemmMath::Mma, MmaVariant::EmulateGfx12) => &family::IGEMM_EMU12,
+        (IgemmMath::Simt, _) => {
+            return Err(RocmError::op("conv", format!("the FMA kernel {} has no {variant:?} variant", config.name)));
+        }
+    };
+    Kernel::new(family, config.name, kd)
 }
 
 /// Workspace bytes of the NHWC path for a chunk (band + packed weights + partials).
@@ -62,14 +77,12 @@ pub(super) fn run(
         IgemmKernel::Nchw(cfg) => {
             let g = &p.geometry;
             let dtype = p.dtype.to_candle();
-            let entry = kernels::igemm_entry_point(g.kind == ConvKind::Transposed, cfg, kernel_dtype(dtype)?)
-                .ok_or_else(|| RocmError::op("conv", format!("no implicit-GEMM kernel for {dtype:?}")))?;
+            let family = if g.kind == ConvKind::Transposed { &family::IGEMM_TCONV } else { &family::IGEMM_FWD };
             let params = kernel_params(g, g.batch);
             launch(
                 device,
-                &entry,
-                cfg.grid(&params),
-                (cfg.threads(), 1, 1),
+                &Kernel::new(family, cfg.name, kernel_dtype(dtype)?)?,
+                Grid::Explicit { grid: cfg.grid(&params), block: (cfg.threads(), 1, 1) },
                 &mut [
                     Arg::Conv(params),
                     Arg::Ptr(x.ptr_at(0)),
@@ -139,9 +152,7 @@ fn run_igemm_chunk(
     let g = &p.geometry;
     let dtype = p.dtype.to_candle();
     let kd = kernel_dtype(dtype)?;
-    let entry = kernels::igemm_nhwc_entry_point(variant, config, kd).ok_or_else(|| {
-        RocmError::op("conv", format!("no {variant:?} implicit-GEMM kernel {} for {dtype:?}", config.name))
-    })?;
+    let gemm = nhwc_kernel(variant, config, kd)?;
     if variant != MmaVariant::Native && device.info().warp_size != 32 {
         return Err(RocmError::op(
             "conv",
@@ -160,7 +171,6 @@ fn run_igemm_chunk(
     let (img_in, img_out) = (g.in_channels * h * wd, g.out_channels * pp * qq);
     let cgp = layout.cgp;
     let ct = g.groups * cgp;
-    let bits = kd.bits_suffix();
     if !layout.band.is_empty() {
         let full = Conv2dParams {
             n: nb as i32,
@@ -173,9 +183,8 @@ fn run_igemm_chunk(
         let npix = layout.band.len() * wd;
         launch(
             device,
-            &format!("igemm_pack_input_{bits}"),
-            (npix.div_ceil(32) as u32, ct.div_ceil(32) as u32, nb as u32),
-            (32, 8, 1),
+            &Kernel::new(&family::IGEMM_PACK_INPUT, "", kd)?,
+            Grid::Explicit { grid: (npix.div_ceil(32) as u32, ct.div_ceil(32) as u32, nb as u32), block: (32, 8, 1) },
             &mut [
                 Arg::Conv(full),
                 Arg::I32(layout.band.start as i32),
@@ -206,9 +215,8 @@ fn run_igemm_chunk(
         if wlen > 0 {
             launch(
                 device,
-                &format!("igemm_pack_weight_{bits}"),
-                (grid_for(wlen, 256), 1, 1),
-                (256, 1, 1),
+                &Kernel::new(&family::IGEMM_PACK_WEIGHT, "", kd)?,
+                Grid::Elements(wlen),
                 &mut [
                     Arg::Conv(wgeom),
                     Arg::I32(cgp as i32),
@@ -229,9 +237,11 @@ fn run_igemm_chunk(
         let [os_n, os_c, os_y, os_x] = ph.view;
         launch(
             device,
-            &entry,
-            config.grid(ph.m as u64, kg as u64, g.groups as u32, splits),
-            (config.threads(), 1, 1),
+            &gemm,
+            Grid::Explicit {
+                grid: config.grid(ph.m as u64, kg as u64, g.groups as u32, splits),
+                block: (config.threads(), 1, 1),
+            },
             &mut [
                 Arg::Conv(ph.params),
                 Arg::I32(cgp as i32),
@@ -252,9 +262,8 @@ fn run_igemm_chunk(
         if splits > 1 {
             launch(
                 device,
-                &format!("igemm_splitk_{}", kd.suffix()),
-                (grid_for(g.out_channels * ph.m.div_ceil(4), 256), 1, 1),
-                (256, 1, 1),
+                &Kernel::new(&family::IGEMM_SPLITK, "", kd)?,
+                Grid::Elements(g.out_channels * ph.m.div_ceil(4)),
                 &mut [
                     Arg::Conv(ph.params),
                     Arg::I32(splits as i32),

@@ -6,10 +6,11 @@ use super::kernel_params;
 use crate::buffer::DeviceArray;
 use crate::device::RocmDevice;
 use crate::error::Result;
-use crate::launch::{Arg, grid_for, launch};
+use crate::launch::{Arg, Grid, Kernel, launch};
 use crate::ops::kernel_dtype;
 use conv_engine::{Chunk, Chunking, ConvProblem};
 use implicit_gemm::ConvKind;
+use kernels::family;
 use std::sync::Arc;
 
 /// Column-buffer elements of one chunk.
@@ -59,9 +60,11 @@ pub(super) fn run(
                     let pix_begin = r0 * qq;
                     launch(
                         device,
-                        &format!("im2col_{}", kd.bits_suffix()),
-                        (count.div_ceil(256) as u32, (g.in_channels * rs).min(65535) as u32, 1),
-                        (256, 1, 1),
+                        &Kernel::new(&family::IM2COL, "", kd)?,
+                        Grid::Explicit {
+                            grid: (count.div_ceil(256) as u32, (g.in_channels * rs).min(65535) as u32, 1),
+                            block: (256, 1, 1),
+                        },
                         &mut [
                             Arg::Conv(params),
                             Arg::I64(pix_begin as i64),
@@ -113,9 +116,8 @@ pub(super) fn run(
                 )?;
                 launch(
                     device,
-                    &format!("col2im_{}", kd.suffix()),
-                    (grid_for(img_out, 256), 1, 1),
-                    (256, 1, 1),
+                    &Kernel::new(&family::COL2IM, "", kd)?,
+                    Grid::Elements(img_out),
                     &mut [Arg::Conv(fwd), Arg::Ptr(col.ptr_at(0)), Arg::Ptr(out.ptr_at(n * img_out))],
                 )?;
             }

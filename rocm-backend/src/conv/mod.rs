@@ -32,11 +32,12 @@ pub use tiles::{
 use crate::buffer::DeviceArray;
 use crate::device::RocmDevice;
 use crate::error::{Result, RocmError};
-use crate::launch::{Arg, grid_for, launch};
+use crate::launch::{Arg, Grid, Kernel, launch};
 use crate::ops::kernel_dtype;
 use candle_core::DType;
 use conv_engine::{Algorithm, BudgetState, ConvProblem, Dispatcher, Plan};
 use kernels::Conv2dParams;
+use kernels::family;
 use std::fmt;
 use std::sync::Arc;
 
@@ -240,9 +241,8 @@ fn add_bias(
     let rhs = kernels::StridedLayout::new(&shape, &[0, 1, 0]).map_err(|e| RocmError::op("conv bias", e.to_string()))?;
     launch(
         device,
-        &format!("binary_add_{}", d.suffix()),
-        (grid_for(out.len, 256), 1, 1),
-        (256, 1, 1),
+        &Kernel::new(&family::BINARY, "add", d)?,
+        Grid::Vectors { elements: out.len, widest_bytes: out.dtype.size_in_bytes() },
         &mut [
             Arg::I64(out.len as i64),
             Arg::Strided(lhs),
