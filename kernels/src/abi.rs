@@ -421,6 +421,42 @@ impl StridedLayout {
         Ok(l)
     }
 
+    /// Views of `N` operands over the same `dims` with the dimensions merged that every
+    /// operand steps through as one: size-1 dimensions dropped, and `d` merged into `d + 1`
+    /// where each operand's `stride[d] == stride[d + 1]·dims[d + 1]`. A per-channel bias
+    /// over `[1, C, H, W]` becomes `[C, H·W]` against the output's one contiguous run, so
+    /// the kernels divide once per vector instead of once per dimension.
+    pub fn coalesced<const N: usize>(dims: &[usize], strides: [&[usize]; N]) -> Result<[Self; N], LayoutError> {
+        let mut merged: Vec<(usize, [usize; N])> = Vec::with_capacity(dims.len());
+        for (i, &d) in dims.iter().enumerate() {
+            let s: [usize; N] = std::array::from_fn(|k| strides[k].get(i).copied().unwrap_or(0));
+            if strides.iter().any(|st| st.len() != dims.len()) {
+                let bad = strides.iter().find(|st| st.len() != dims.len()).map_or(0, |st| st.len());
+                return Err(LayoutError::LengthMismatch { dims: dims.len(), strides: bad });
+            }
+            if d == 1 {
+                continue;
+            }
+            match merged.last_mut() {
+                Some((pd, ps)) if (0..N).all(|k| ps[k] == s[k] * d) => {
+                    *pd *= d;
+                    *ps = s;
+                }
+                _ => merged.push((d, s)),
+            }
+        }
+        if dims.contains(&0) {
+            merged = vec![(0, [0; N])];
+        }
+        let out_dims: Vec<usize> = merged.iter().map(|(d, _)| *d).collect();
+        let mut out = [Self::default(); N];
+        for (k, o) in out.iter_mut().enumerate() {
+            let st: Vec<usize> = merged.iter().map(|(_, s)| s[k]).collect();
+            *o = Self::new(&out_dims, &st)?;
+        }
+        Ok(out)
+    }
+
     /// The contiguous (row-major) view of `dims`.
     pub fn contiguous(dims: &[usize]) -> Result<Self, LayoutError> {
         let mut strides = vec![0usize; dims.len()];

@@ -176,6 +176,12 @@ RV_INT_CONVERT(rv_i64)
 // set decides the precision.
 RV_DEVICE float rv_exp(float x) { return expf(x); }
 RV_DEVICE double rv_exp(double x) { return exp(x); }
+// The logistic function. In f32 (f32/f16/bf16 storage) through the fast exp and divide:
+// at memory bandwidth SiLU is otherwise bound by expf's and the IEEE division's
+// instructions (0.52x the copy rate in f16 on the H200); their error (a few ulp) is far
+// inside every tolerance of f32 storage and below f16/bf16 rounding.
+RV_DEVICE float rv_sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+RV_DEVICE double rv_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 RV_DEVICE float rv_log(float x) { return logf(x); }
 RV_DEVICE double rv_log(double x) { return log(x); }
 RV_DEVICE float rv_sqrt(float x) { return sqrtf(x); }

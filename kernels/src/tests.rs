@@ -445,3 +445,25 @@ fn the_mma_layer_cites_its_layout_sources_and_guards_each_family() {
     assert!(guard_of("__builtin_amdgcn_mfma_f32_16x16x16f16(").contains("__gfx942__"));
     assert!(guard_of("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32").contains("__CUDA_ARCH__"));
 }
+
+#[test]
+fn coalescing_merges_what_every_operand_steps_through_as_one() {
+    let dims = [1, 64, 32, 32];
+    // Output and a per-channel bias: [64, 1024] with strides [1024, 1] and [1, 0].
+    let [a, b] = StridedLayout::coalesced(&dims, [&[65536, 1024, 32, 1], &[0, 1, 0, 0]]).unwrap();
+    assert_eq!((a.rank, &a.dims[..2], &a.strides[..2]), (2, &[64, 1024][..], &[1024, 1][..]));
+    assert_eq!((b.rank, &b.dims[..2], &b.strides[..2]), (2, &[64, 1024][..], &[1, 0][..]));
+    assert_eq!((a.contiguous, b.contiguous), (1, 0));
+    // A scalar against a contiguous tensor: one dimension each.
+    let [a, s] = StridedLayout::coalesced(&dims, [&[65536, 1024, 32, 1], &[0, 0, 0, 0]]).unwrap();
+    assert_eq!((a.rank, a.dims[0], a.strides[0], s.strides[0]), (1, 65536, 1, 0));
+    // A transposed view does not merge.
+    let [t] = StridedLayout::coalesced(&[4, 6], [&[1, 4]]).unwrap();
+    assert_eq!((t.rank, t.contiguous), (2, 0));
+    // Empty, and all ones.
+    let [e] = StridedLayout::coalesced(&[3, 0, 2], [&[0, 2, 1]]).unwrap();
+    assert_eq!(e.numel(), 0);
+    let [o] = StridedLayout::coalesced(&[1, 1], [&[5, 7]]).unwrap();
+    assert_eq!((o.rank, o.numel(), o.contiguous), (0, 1, 1));
+    assert!(StridedLayout::coalesced(&[2, 3], [&[3, 1], &[1]]).is_err());
+}

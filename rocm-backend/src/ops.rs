@@ -34,6 +34,20 @@ pub(crate) fn float_only(op: &'static str, dtype: DType) -> Result<kernels::DTyp
 }
 
 /// The view `layout` describes, as the kernels take it.
+/// The view `layout` describes with its mergeable dimensions merged (for the elementwise
+/// kernels, whose index arithmetic is their cost on views).
+pub fn coalesced(layout: &Layout) -> Result<StridedLayout> {
+    let [v] = StridedLayout::coalesced(layout.dims(), [layout.stride()])
+        .map_err(|e| RocmError::op("layout", format!("{:?}: {e}", layout.dims())))?;
+    Ok(v)
+}
+
+/// Two views over the same dims (a binary op's operands), merged together.
+pub fn coalesced2(a: &Layout, b: &Layout) -> Result<[StridedLayout; 2]> {
+    StridedLayout::coalesced(a.dims(), [a.stride(), b.stride()])
+        .map_err(|e| RocmError::op("layout", format!("{:?}: {e}", a.dims())))
+}
+
 pub fn strided(layout: &Layout) -> Result<StridedLayout> {
     StridedLayout::new(layout.dims(), layout.stride())
         .map_err(|e| RocmError::op("layout", format!("{:?}: {e}", layout.dims())))
@@ -66,7 +80,7 @@ pub fn unary(op: &str, x: &DeviceArray, layout: &Layout, param: f64) -> Result<D
             Grid::Vectors { elements: n, widest_bytes: x.dtype.size_in_bytes() },
             &mut [
                 Arg::I64(n as i64),
-                Arg::Strided(strided(layout)?),
+                Arg::Strided(coalesced(layout)?),
                 Arg::Ptr(x.ptr_at(layout.start_offset())),
                 Arg::Ptr(out.ptr_at(0)),
                 Arg::F64(param),
@@ -89,7 +103,7 @@ pub fn affine(x: &DeviceArray, layout: &Layout, mul: f64, add: f64) -> Result<De
             Grid::Vectors { elements: n, widest_bytes: x.dtype.size_in_bytes() },
             &mut [
                 Arg::I64(n as i64),
-                Arg::Strided(strided(layout)?),
+                Arg::Strided(coalesced(layout)?),
                 Arg::Ptr(x.ptr_at(layout.start_offset())),
                 Arg::Ptr(out.ptr_at(0)),
                 Arg::F64(mul),
@@ -142,14 +156,15 @@ pub fn binary_into(
         ));
     }
     if n > 0 {
+        let views = coalesced2(lhs_l, rhs_l)?;
         launch(
             device(lhs),
             &Kernel::new(&family::BINARY, op, d)?,
             Grid::Vectors { elements: n, widest_bytes: lhs.dtype.size_in_bytes() },
             &mut [
                 Arg::I64(n as i64),
-                Arg::Strided(strided(lhs_l)?),
-                Arg::Strided(strided(rhs_l)?),
+                Arg::Strided(views[0]),
+                Arg::Strided(views[1]),
                 Arg::Ptr(lhs.ptr_at(lhs_l.start_offset())),
                 Arg::Ptr(rhs.ptr_at(rhs_l.start_offset())),
                 Arg::Ptr(out.ptr_at(0)),
@@ -175,7 +190,7 @@ pub fn cast(x: &DeviceArray, layout: &Layout, dtype: DType) -> Result<DeviceArra
             Grid::Vectors { elements: n, widest_bytes: x.dtype.size_in_bytes().max(dtype.size_in_bytes()) },
             &mut [
                 Arg::I64(n as i64),
-                Arg::Strided(strided(layout)?),
+                Arg::Strided(coalesced(layout)?),
                 Arg::Ptr(x.ptr_at(layout.start_offset())),
                 Arg::Ptr(out.ptr_at(0)),
             ],
@@ -204,7 +219,7 @@ pub fn contiguous(x: &DeviceArray, layout: &Layout) -> Result<DeviceArray> {
         Grid::Elements(n),
         &mut [
             Arg::I64(n as i64),
-            Arg::Strided(strided(layout)?),
+            Arg::Strided(coalesced(layout)?),
             Arg::Ptr(x.ptr_at(layout.start_offset())),
             Arg::Ptr(out.ptr_at(0)),
         ],
