@@ -360,17 +360,26 @@ struct rv_strided {
 static_assert(sizeof(rv_strided) == 112, "rv_strided layout is mirrored by kernels::StridedLayout (112 bytes)");
 
 // Element offset of linear index i. `small` (numel < 2^31, so every index and dim fits
-// 31 bits) selects 32-bit division, several times cheaper than 64-bit on GPUs. The loops
-// over dimensions are unrolled to RV_MAX_DIMS with constant indices: indexing the by-value
-// view with a run-time index would make every thread copy it to local memory first (224
-// bytes per thread for two views, measured as the bottleneck of binary_add on the H200).
+// 31 bits) selects 32-bit division, several times cheaper than 64-bit on GPUs.
+//
+// RV_DIM_LOOP: on CUDA the loops over dimensions are unrolled to RV_MAX_DIMS so that the
+// by-value view is only indexed with constants: a run-time index makes every thread copy
+// the parameter to local memory first (224 bytes per thread for two views, measured as the
+// bottleneck of binary_add on the H200). AMD reads kernel arguments from the kernarg
+// segment with scalar loads at any offset, and unrolled loops there cost SGPRs (they
+// spilled on every target): the loops stay rolled.
+#if defined(RV_CUDA)
+#define RV_DIM_LOOP _Pragma("unroll")
+#else
+#define RV_DIM_LOOP _Pragma("unroll 1")
+#endif
 RV_DEVICE bool rv_is_small(rv_i64 numel) { return numel < 0x7fffffffll; }
 RV_DEVICE rv_i64 rv_offset(rv_i64 i, const rv_strided& l, bool small) {
     if (l.contiguous) return i;
     rv_i64 off = 0;
     if (small) {
         unsigned u = (unsigned)i;
-#pragma unroll
+        RV_DIM_LOOP
         for (int d = RV_MAX_DIMS - 1; d >= 0; --d) {
             if (d >= l.rank) continue;
             const unsigned n = (unsigned)l.dims[d];
@@ -379,7 +388,7 @@ RV_DEVICE rv_i64 rv_offset(rv_i64 i, const rv_strided& l, bool small) {
             u = q;
         }
     } else {
-#pragma unroll
+        RV_DIM_LOOP
         for (int d = RV_MAX_DIMS - 1; d >= 0; --d) {
             if (d >= l.rank) continue;
             const rv_i64 q = i / l.dims[d];
@@ -401,7 +410,7 @@ RV_DEVICE void rv_offset2(rv_i64 i, const rv_strided& a, const rv_strided& b, bo
     rv_i64 x = 0, y = 0;
     if (small) {
         unsigned u = (unsigned)i;
-#pragma unroll
+        RV_DIM_LOOP
         for (int d = RV_MAX_DIMS - 1; d >= 0; --d) {
             if (d >= a.rank) continue;
             const unsigned n = (unsigned)a.dims[d];
@@ -412,7 +421,7 @@ RV_DEVICE void rv_offset2(rv_i64 i, const rv_strided& a, const rv_strided& b, bo
             u = q;
         }
     } else {
-#pragma unroll
+        RV_DIM_LOOP
         for (int d = RV_MAX_DIMS - 1; d >= 0; --d) {
             if (d >= a.rank) continue;
             const rv_i64 q = i / a.dims[d];
@@ -447,8 +456,8 @@ RV_DEVICE bool rv_aligned(const void* p, int bytes) { return ((rv_u64)p & (rv_u6
 // The innermost stride of a view whose rows the vector paths can read, else -1.
 RV_DEVICE rv_i64 rv_row_stride(const rv_strided& v, int n) {
     rv_i64 inner = 0, s = -1;
-#pragma unroll
-    for (int d = 0; d < RV_MAX_DIMS; ++d) // constant indices: see rv_offset
+    RV_DIM_LOOP
+    for (int d = 0; d < RV_MAX_DIMS; ++d) // constant indices on CUDA: see rv_offset
         if (d == v.rank - 1) {
             inner = v.dims[d];
             s = v.contiguous ? 1 : v.strides[d];
