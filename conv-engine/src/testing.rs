@@ -1,6 +1,7 @@
 //! Test and benchmark support shared across the workspace (feature `testing`, enabled
 //! from dev-dependencies only): a global allocator that counts the heap's live and peak
-//! bytes, and a seeded generator of random 2-D convolution problems. It lives here, at
+//! bytes, a seeded generator of random 2-D convolution problems, and the epilogue's
+//! activations in f64 from their definitions. It lives here, at
 //! the bottom of the conv path, so the tests of every crate above can reach it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -257,6 +258,26 @@ mod tests {
             // A copying realloc holds both blocks at once.
             let want = if mode == Realloc::Copy { 64 + 4096 } else { 4096 };
             assert_eq!(peak, want, "{mode:?}");
+        }
+    }
+}
+
+/// An epilogue activation in f64, from its definition (the reference the fused epilogues
+/// of every device are checked against).
+pub fn activation_f64(a: crate::Activation, x: f64) -> f64 {
+    match a {
+        crate::Activation::Identity => x,
+        crate::Activation::Relu => x.max(0.0),
+        crate::Activation::Silu => x / (1.0 + (-x).exp()),
+        crate::Activation::LeakyRelu(slope) => {
+            if x >= 0.0 {
+                x
+            } else {
+                x * slope as f64
+            }
+        }
+        crate::Activation::Gelu => {
+            0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
         }
     }
 }

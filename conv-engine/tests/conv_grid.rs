@@ -330,19 +330,6 @@ fn every_algorithm_applies_the_fused_epilogue() {
             .map(|a| (a, CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[a])))
             .collect();
     let acts = [Activation::Relu, Activation::LeakyRelu(0.1), Activation::Silu, Activation::Gelu, Activation::Identity];
-    let f64_act = |a: Activation, x: f64| match a {
-        Activation::Identity => x,
-        Activation::Relu => x.max(0.0),
-        Activation::LeakyRelu(s) => {
-            if x >= 0.0 {
-                x
-            } else {
-                x * s as f64
-            }
-        }
-        Activation::Silu => x / (1.0 + (-x).exp()),
-        Activation::Gelu => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh()),
-    };
     let mut runs = std::collections::BTreeMap::<&str, usize>::new();
     for i in 0..150 {
         let case = random_case(&mut rng, i);
@@ -359,7 +346,9 @@ fn every_algorithm_applies_the_fused_epilogue() {
         let want: Vec<f64> = conv
             .iter()
             .zip(&rv)
-            .map(|(c, r)| (f64_act(act, *c) + if with_res { *r } else { 0.0 }) * scale as f64)
+            .map(|(c, r)| {
+                (conv_engine::testing::activation_f64(act, *c) + if with_res { *r } else { 0.0 }) * scale as f64
+            })
             .collect();
         let mag = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
         for (alg, engine) in &engines {

@@ -168,6 +168,8 @@ pub enum ArgType {
     Strided,
     /// `rv_conv2d` by value: a [`Conv2dParams`] (64 bytes).
     Conv2d,
+    /// `rv_epilogue` by value: an [`EpilogueParams`] (16 bytes).
+    Epilogue,
     /// A device pointer to `elem`; `mutable` when the kernel writes through it.
     Ptr { elem: Elem, mutable: bool },
     /// A value of the element type itself (f16/bf16: their 2-byte pattern).
@@ -183,6 +185,7 @@ impl ArgType {
             ArgType::F64 => "double".into(),
             ArgType::Strided => "rv_strided".into(),
             ArgType::Conv2d => "rv_conv2d".into(),
+            ArgType::Epilogue => "rv_epilogue".into(),
             ArgType::Ptr { elem, mutable: false } => format!("const {}*", elem.c_name()),
             ArgType::Ptr { elem, mutable: true } => format!("{}*", elem.c_name()),
             ArgType::Value(elem) => elem.c_name().into(),
@@ -196,6 +199,7 @@ impl ArgType {
             ArgType::I64 | ArgType::F64 | ArgType::Ptr { .. } => 8,
             ArgType::Strided => std::mem::size_of::<StridedLayout>(),
             ArgType::Conv2d => std::mem::size_of::<Conv2dParams>(),
+            ArgType::Epilogue => std::mem::size_of::<EpilogueParams>(),
             ArgType::Value(_) => dtype.size_in_bytes(),
         }
     }
@@ -490,6 +494,24 @@ impl StridedLayout {
 /// 2-D convolution geometry, mirrored from `rv_conv2d` (prelude.h): passed by value.
 ///
 /// Forward: input [n, c, h, w], weights [k, c/groups, r, s], output [n, k, p, q].
+/// A convolution epilogue as the kernels take it (`rv_epilogue`, prelude.h), passed by
+/// value: `out = (act(acc + bias) + residual) · scale` in f32. `act`: 0 identity, 1 ReLU,
+/// 2 SiLU, 3 LeakyReLU with slope `alpha`, 4 GELU (tanh).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EpilogueParams {
+    pub act: i32,
+    pub alpha: f32,
+    pub scale: f32,
+    pub reserved: i32,
+}
+
+impl Default for EpilogueParams {
+    fn default() -> Self {
+        EpilogueParams { act: 0, alpha: 0.0, scale: 1.0, reserved: 0 }
+    }
+}
+
 /// Transposed: input [n, c, h, w], weights [c, k/groups, r, s], output [n, k, p, q].
 /// Only the begin paddings enter the index math; asymmetric (end) padding is expressed
 /// through the output size p, q. 1-D convolutions are 2-D ones with h = r = p = 1.

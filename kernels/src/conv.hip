@@ -25,6 +25,12 @@
 //   in [n, c, h, w], w [c, k/groups, r, s] (PyTorch's ConvTranspose2d layout), bias [k] or
 //   null, out [n, k, p, q]; output pixel y gathers input row (y + pad_h - kr*dil_h)/stride_h
 //   when it divides exactly and is in range. Launch as conv2d_direct.
+// conv_epilogue_<dtype>  dtype in f32 f16 bf16
+//   (rv_i64 numel, rv_i64 plane, rv_i64 channels, rv_epilogue ep, const T* bias, const T* res, T* out)
+//   In place over a contiguous NCHW convolution output (plane = p*q, channels = k):
+//   out[i] = (act(out[i] + bias[(i / plane) % channels]) + res[i]) * scale (prelude.h's
+//   rv_epilogue; bias and res may be null): the epilogue of the algorithms whose GEMM is
+//   rocBLAS's or MIOpen's, in one pass. 1-D grid-stride launch, one thread per 16 bytes.
 #include "prelude.h"
 
 template <typename T>
@@ -152,6 +158,41 @@ __device__ void rv_conv_transpose2d_direct(const rv_conv2d& g, const T* __restri
     }
 }
 
+template <typename T>
+__device__ void rv_conv_epilogue(rv_i64 numel, rv_i64 plane, rv_i64 channels, const rv_epilogue& ep,
+                                 const T* __restrict__ bias, const T* __restrict__ res, T* __restrict__ out) {
+    constexpr int N = 16 / sizeof(T);
+    typedef rv_vec<T, N> V;
+    const bool small = rv_is_small(numel);
+    rv_i64 head = 0;
+    if (plane % N == 0 && rv_aligned(out, 16) && (res == nullptr || rv_aligned(res, 16))) {
+        // A vector lies in one channel plane: one channel lookup per vector.
+        head = numel / N;
+        for (rv_i64 v = rv_global_id(); v < head; v += rv_grid_stride()) {
+            const rv_i64 i = v * N;
+            const rv_i64 ch = (small ? (rv_i64)((unsigned)i / (unsigned)plane) : i / plane) % channels;
+            const float b = bias ? rv_to_f32(bias[ch]) : 0.0f;
+            V x = ((V*)out)[v];
+            V r;
+            if (res) r = ((const V*)res)[v];
+#pragma unroll
+            for (int j = 0; j < N; ++j)
+                x.e[j] = rv_convert<T>::from(rv_epilogue_apply(rv_to_f32(x.e[j]) + b, res ? rv_to_f32(r.e[j]) : 0.0f, ep));
+            ((V*)out)[v] = x;
+        }
+        head *= N;
+    }
+    for (rv_i64 i = head + rv_global_id(); i < numel; i += rv_grid_stride()) {
+        const float b = bias ? rv_to_f32(bias[(i / plane) % channels]) : 0.0f;
+        out[i] = rv_convert<T>::from(rv_epilogue_apply(rv_to_f32(out[i]) + b, res ? rv_to_f32(res[i]) : 0.0f, ep));
+    }
+}
+
+#define RV_EXPORT_CONV_EPILOGUE(NAME, T)                                                                           \
+    RV_KERNEL void RV_BOUNDS NAME(rv_i64 numel, rv_i64 plane, rv_i64 channels, rv_epilogue ep, const T* bias,     \
+                                  const T* res, T* out) {                                                          \
+        rv_conv_epilogue<T>(numel, plane, channels, ep, bias, res, out);                                           \
+    }
 #define RV_EXPORT_IM2COL(NAME, T)                                                                                  \
     RV_KERNEL void RV_BOUNDS NAME(rv_conv2d g, rv_i64 pix_begin, rv_i64 pix_count, const T* in, T* col) {  \
         rv_im2col<T>(g, pix_begin, pix_count, in, col);                                                    \
@@ -184,3 +225,6 @@ RV_EXPORT_CONV_TRANSPOSE2D_DIRECT(conv_transpose2d_direct_f32, float)
 RV_EXPORT_CONV_TRANSPOSE2D_DIRECT(conv_transpose2d_direct_f16, rv_half)
 RV_EXPORT_CONV_TRANSPOSE2D_DIRECT(conv_transpose2d_direct_bf16, rv_bf16)
 RV_EXPORT_CONV_TRANSPOSE2D_DIRECT(conv_transpose2d_direct_f64, double)
+RV_EXPORT_CONV_EPILOGUE(conv_epilogue_f32, float)
+RV_EXPORT_CONV_EPILOGUE(conv_epilogue_f16, rv_half)
+RV_EXPORT_CONV_EPILOGUE(conv_epilogue_bf16, rv_bf16)

@@ -20,8 +20,8 @@
 // The output is written through a strided view, out + img*os_n + ch*os_c + yy*os_y + xx*os_x
 // (elements), so that the same kernel writes a forward convolution's NCHW output, a band of
 // output rows of it (row chunking), or one phase of a transposed convolution (every
-// stride-th row and column). Epilogue: out = act(acc + bias[ch]) + residual (residual read
-// through the same view; null = none), act 0 = none, 1 = relu, 2 = silu; converted to T.
+// stride-th row and column). Epilogue (rv_epilogue, prelude.h): out = (act(acc + bias[ch]) +
+// residual) * scale (residual read through the same view; null = none), converted to T.
 //
 // Transposed convolution ("dgrad" mapping, stride > 1 by filter phase): the host splits
 // the output into stride_h * stride_w phases by residue; each phase is a forward
@@ -56,7 +56,7 @@
 //        code with the WMMA instruction emulated by shuffles (warp 32; the GPU tier's check
 //        of the RDNA layouts)
 //   igemm_simt_<BM>x<BN>_<TM>x<TN>_f32            FMA, f32 accumulate, TM x TN per thread
-//   (rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_i32 act, rv_i64 os_n, rv_i64 os_c,
+//   (rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_epilogue ep, rv_i64 os_n, rv_i64 os_c,
 //    rv_i64 os_y, rv_i64 os_x, const T* in, const T* w, const T* bias, const T* res,
 //    float* partial, T* out)
 //   Launch: blockDim.x = WM*WN*32 (MMA; 256 or 128) or 256 (SIMT), whatever the hardware
@@ -68,17 +68,13 @@
 // The kernel's view of its arguments.
 struct rv_ig_args {
     rv_conv2d g;
-    int cgp, splits, act;
+    int cgp, splits;
+    rv_epilogue ep;
     rv_i64 os_n, os_c, os_y, os_x;
 };
 
 // ---------------------------------------------------------------------------------------
 // Epilogue arithmetic and stores.
-RV_DEVICE float rv_ig_act(float v, int act) {
-    if (act == 1) return v > 0.0f ? v : 0.0f;
-    if (act == 2) return v / (1.0f + rv_exp(-v));
-    return v;
-}
 RV_DEVICE void rv_ig_store4(float* p, float a, float b, float c, float d) {
     rv_v16 v;
     v.x = __float_as_uint(a), v.y = __float_as_uint(b), v.z = __float_as_uint(c), v.w = __float_as_uint(d);
@@ -104,13 +100,11 @@ RV_DEVICE void rv_ig_write(const rv_ig_args& a, rv_fastdiv div_pq, rv_fastdiv di
     const unsigned yy = rv_divmod(rem, div_q, &xx);
     const rv_i64 off = (rv_i64)img * a.os_n + (rv_i64)ch * a.os_c + (rv_i64)yy * a.os_y + (rv_i64)xx * a.os_x;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = rv_ig_act(v[e] + bv, a.act);
+    for (int e = 0; e < 4; ++e) v[e] = rv_activate(v[e] + bv, a.ep);
     // Four pixels of one row, contiguous and aligned: one vector store.
     if (cnt == 4 && a.os_x == 1 && (int)xx + 3 < a.g.q && ((rv_u64)(out + off) & (4 * sizeof(T) - 1)) == 0) {
-        if (res) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) v[e] += rv_to_f32(res[off + e]);
-        }
+        for (int e = 0; e < 4; ++e) v[e] = (v[e] + (res ? rv_to_f32(res[off + e]) : 0.0f)) * a.ep.scale;
         rv_ig_store4(out + off, v[0], v[1], v[2], v[3]);
         return;
     }
@@ -124,8 +118,7 @@ RV_DEVICE void rv_ig_write(const rv_ig_args& a, rv_fastdiv div_pq, rv_fastdiv di
             const unsigned y2 = rv_divmod(r2, div_q, &x2);
             o = (rv_i64)i2 * a.os_n + (rv_i64)ch * a.os_c + (rv_i64)y2 * a.os_y + (rv_i64)x2 * a.os_x;
         }
-        float x = v[e];
-        if (res) x += rv_to_f32(res[o]);
+        const float x = (v[e] + (res ? rv_to_f32(res[o]) : 0.0f)) * a.ep.scale;
         out[o] = rv_convert<T>::from(x);
     }
 }
@@ -512,7 +505,7 @@ struct rv_igemm_nhwc {
 
 #define RV_IG_ARGS_PACK                                                                                       \
     rv_ig_args a;                                                                                             \
-    a.g = g, a.cgp = cgp, a.splits = splits, a.act = act, a.os_n = os_n, a.os_c = os_c, a.os_y = os_y, a.os_x = os_x;
+    a.g = g, a.cgp = cgp, a.splits = splits, a.ep = ep, a.os_n = os_n, a.os_c = os_c, a.os_y = os_y, a.os_x = os_x;
 
 // The RDNA emulations run only where waves have 32 lanes (RV_MMA_WAVE32, mma.h).
 #if defined(RV_MMA_WAVE32)
@@ -523,7 +516,7 @@ struct rv_igemm_nhwc {
 
 #define RV_EXPORT_IGEMM_MMA(NAME, T, BM, BN, WM, WN, STAGES)                                                          \
     RV_KERNEL void __launch_bounds__(WM * WN * 32)                                                                    \
-        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_i32 act, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
+        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_epilogue ep, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
              const T* in, const T* w, const T* bias, const T* res, float* partial, T* out) {                         \
         RV_IG_ARGS_PACK                                                                                               \
         rv_igemm_nhwc<T, BM, BN, STAGES, rv_ig_mma<T, BM, BN, WM, WN, rv_mma_native<T>>>::run(a, in, w, bias, res, partial, out); \
@@ -536,28 +529,28 @@ struct rv_igemm_nhwc {
 #endif
 #define RV_EXPORT_IGEMM_MMA_NV(NAME, T, BM, BN, WM, WN, STAGES)                                                       \
     RV_KERNEL void __launch_bounds__(WM * WN * 32)                                                                    \
-        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_i32 act, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
+        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_epilogue ep, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
              const T* in, const T* w, const T* bias, const T* res, float* partial, T* out) {                         \
         RV_IG_ARGS_PACK                                                                                               \
         RV_IG_NVIDIA_ONLY(rv_igemm_nhwc<T, BM, BN, STAGES, rv_ig_mma<T, BM, BN, WM, WN, rv_mma_native<T>>>::run(a, in, w, bias, res, partial, out)); \
     }
 #define RV_EXPORT_IGEMM_EMU11(NAME, T, BM, BN, WM, WN, STAGES)                                                        \
     RV_KERNEL void __launch_bounds__(WM * WN * 32)                                                                    \
-        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_i32 act, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
+        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_epilogue ep, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
              const T* in, const T* w, const T* bias, const T* res, float* partial, T* out) {                         \
         RV_IG_ARGS_PACK                                                                                               \
         RV_IG_WAVE32_ONLY(rv_igemm_nhwc<T, BM, BN, STAGES, rv_ig_mma<T, BM, BN, WM, WN, rv_mma_gfx11<T, true>>>::run(a, in, w, bias, res, partial, out)); \
     }
 #define RV_EXPORT_IGEMM_EMU12(NAME, T, BM, BN, WM, WN, STAGES)                                                        \
     RV_KERNEL void __launch_bounds__(WM * WN * 32)                                                                    \
-        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_i32 act, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
+        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_epilogue ep, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
              const T* in, const T* w, const T* bias, const T* res, float* partial, T* out) {                         \
         RV_IG_ARGS_PACK                                                                                               \
         RV_IG_WAVE32_ONLY(rv_igemm_nhwc<T, BM, BN, STAGES, rv_ig_mma<T, BM, BN, WM, WN, rv_mma_gfx12<T, true>>>::run(a, in, w, bias, res, partial, out)); \
     }
 #define RV_EXPORT_IGEMM_SIMT(NAME, T, BM, BN, TM, TN, STAGES)                                                         \
     RV_KERNEL void __launch_bounds__(256)                                                                             \
-        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_i32 act, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
+        NAME(rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_epilogue ep, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y, rv_i64 os_x, \
              const T* in, const T* w, const T* bias, const T* res, float* partial, T* out) {                         \
         RV_IG_ARGS_PACK                                                                                               \
         rv_igemm_nhwc<T, BM, BN, STAGES, rv_ig_simt<BM, BN, TM, TN>>::run(a, in, w, bias, res, partial, out);          \
@@ -590,10 +583,10 @@ RV_DEVICE void rv_ig_splitk(const rv_ig_args& a, const float* __restrict__ parti
     }
 }
 #define RV_EXPORT_IGEMM_SPLITK(NAME, T)                                                                               \
-    RV_KERNEL void RV_BOUNDS NAME(rv_conv2d g, rv_i32 splits, rv_i32 act, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y,      \
+    RV_KERNEL void RV_BOUNDS NAME(rv_conv2d g, rv_i32 splits, rv_epilogue ep, rv_i64 os_n, rv_i64 os_c, rv_i64 os_y,      \
                                   rv_i64 os_x, const float* partial, const T* bias, const T* res, T* out) {           \
         rv_ig_args a;                                                                                                 \
-        a.g = g, a.cgp = 0, a.splits = splits, a.act = act, a.os_n = os_n, a.os_c = os_c, a.os_y = os_y, a.os_x = os_x; \
+        a.g = g, a.cgp = 0, a.splits = splits, a.ep = ep, a.os_n = os_n, a.os_c = os_c, a.os_y = os_y, a.os_x = os_x; \
         rv_ig_splitk<T>(a, partial, bias, res, out);                                                                  \
     }
 

@@ -35,8 +35,8 @@ mod igemm_configs;
 mod registry;
 
 pub use abi::{
-    Arg, ArgType, Conv2dParams, DType, Elem, Family, Launch, LayoutError, MAX_DIMS, MAX_THREADS, Module, StridedLayout,
-    Types,
+    Arg, ArgType, Conv2dParams, DType, Elem, EpilogueParams, Family, Launch, LayoutError, MAX_DIMS, MAX_THREADS,
+    Module, StridedLayout, Types,
 };
 pub use igemm_configs::{
     IGEMM_CONFIGS, IGEMM_EMU_CONFIGS, IGEMM_MMA_CONFIGS, IGEMM_SIMT_CONFIGS, IgemmConfig, IgemmMath, IgemmNhwcConfig,

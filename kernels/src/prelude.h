@@ -579,3 +579,27 @@ struct rv_conv2d {
     rv_i32 groups;
 };
 static_assert(sizeof(rv_conv2d) == 64, "rv_conv2d layout is mirrored by kernels::Conv2dParams (64 bytes)");
+
+// ---------------------------------------------------------------------------------------
+// A convolution's epilogue, passed by value: out = (act(acc + bias) + residual) * scale,
+// in f32. act: 0 identity, 1 relu, 2 silu, 3 leaky relu (slope alpha), 4 gelu (tanh).
+// Mirrored by kernels::EpilogueParams; the host's definition is implicit_gemm::Epilogue.
+struct rv_epilogue {
+    rv_i32 act;
+    float alpha;
+    float scale;
+    rv_i32 reserved;
+};
+static_assert(sizeof(rv_epilogue) == 16, "rv_epilogue layout is mirrored by kernels::EpilogueParams (16 bytes)");
+
+RV_DEVICE float rv_activate(float v, const rv_epilogue& e) {
+    switch (e.act) {
+    case 1: return v > 0.0f ? v : 0.0f;
+    case 2: return v * rv_sigmoid(v);
+    case 3: return v >= 0.0f ? v : v * e.alpha;
+    case 4: return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    default: return v;
+    }
+}
+// `acc` with the bias already in; `res` 0 without a residual.
+RV_DEVICE float rv_epilogue_apply(float acc, float res, const rv_epilogue& e) { return (rv_activate(acc, e) + res) * e.scale; }

@@ -161,6 +161,8 @@ fn igemm_instantiations_match_their_configs() {
 fn mirrored_structs_have_the_sizes_the_prelude_asserts() {
     assert_eq!(std::mem::size_of::<StridedLayout>(), 112);
     assert_eq!(std::mem::size_of::<Conv2dParams>(), 64);
+    assert_eq!(std::mem::size_of::<crate::EpilogueParams>(), 16);
+    assert!(PRELUDE.contains("sizeof(rv_epilogue) == 16"));
     assert!(PRELUDE.contains("sizeof(rv_strided) == 112"));
     assert!(PRELUDE.contains("sizeof(rv_conv2d) == 64"));
     assert!(PRELUDE.contains(&format!("#define RV_MAX_DIMS {MAX_DIMS}")));

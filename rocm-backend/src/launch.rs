@@ -9,7 +9,7 @@ use crate::device::RocmDevice;
 use crate::error::{Result, RocmError};
 use crate::runtime::check;
 use cubecl_hip_sys as hip;
-use kernels::{ArgType, Conv2dParams, DType, Elem, Family, Launch, StridedLayout};
+use kernels::{ArgType, Conv2dParams, DType, Elem, EpilogueParams, Family, Launch, StridedLayout};
 
 /// One kernel argument, by value, as the kernel's C signature declares it.
 #[derive(Clone, Copy, Debug)]
@@ -28,6 +28,7 @@ pub enum Arg {
     B8(u8),
     Strided(StridedLayout),
     Conv(Conv2dParams),
+    Epilogue(EpilogueParams),
 }
 
 /// Threads per block of the 1-D families.
@@ -103,6 +104,7 @@ impl Kernel {
                 (Arg::Ptr(_), ArgType::Ptr { .. }) => true,
                 (Arg::I32(_), ArgType::I32) | (Arg::I64(_), ArgType::I64) | (Arg::F64(_), ArgType::F64) => true,
                 (Arg::Strided(_), ArgType::Strided) | (Arg::Conv(_), ArgType::Conv2d) => true,
+                (Arg::Epilogue(_), ArgType::Epilogue) => true,
                 (Arg::B8(_), ArgType::Value(e)) => self.elem_bytes(e) == 1,
                 (Arg::B16(_), ArgType::Value(e)) => self.elem_bytes(e) == 2,
                 (Arg::B32(_), ArgType::Value(e)) => self.elem_bytes(e) == 4,
@@ -181,6 +183,7 @@ pub fn launch_raw(
             Arg::B8(v) => v as *mut u8 as *mut _,
             Arg::Strided(v) => v as *mut StridedLayout as *mut _,
             Arg::Conv(v) => v as *mut Conv2dParams as *mut _,
+            Arg::Epilogue(v) => v as *mut EpilogueParams as *mut _,
         })
         .collect();
     // SAFETY: `params` points at values that live until this call returns (HIP copies

@@ -8,10 +8,12 @@ use common::{download, upload};
 
 use candle_core::DType;
 use conv_engine::reference::conv_f64;
+use conv_engine::testing::activation_f64;
 use conv_engine::testing::{Channels, RandomConv2d};
 use conv_engine::{Algorithm, Conv2dParams, ConvProblem};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rocm_backend::RocmConv;
+use rocm_backend::conv::{Activation, Epilogue};
 
 fn random_problem(rng: &mut StdRng, i: usize) -> ConvProblem {
     let groups = match i % 7 {
@@ -37,6 +39,7 @@ fn random_problem(rng: &mut StdRng, i: usize) -> ConvProblem {
     })
 }
 
+/// Every algorithm with every epilogue (bias, activation, residual, scale).
 #[test]
 fn every_gpu_algorithm_matches_the_f64_reference() {
     let Some(dev) = common::device() else { return };
@@ -57,7 +60,19 @@ fn every_gpu_algorithm_matches_the_f64_reference() {
         let (x, xe) = upload(&dev, &xv, dt);
         let (w, we) = upload(&dev, &wv, dt);
         let (b, be) = upload(&dev, &bv, dt);
-        let want = conv_f64(&p, &xe, &we, Some(&be));
+        let rv: Vec<f64> = (0..g.output_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let (res, rese) = upload(&dev, &rv, dt);
+        // Every epilogue on every algorithm: the activation by i, a residual on odd i, a scale.
+        let activation =
+            [Activation::Identity, Activation::Relu, Activation::LeakyRelu(0.1), Activation::Silu, Activation::Gelu]
+                [i % 5];
+        let epilogue = Epilogue { activation, residual: (i % 2 == 1).then_some(&res), scale: [1.0, 0.5, 1.5][i % 3] };
+        let want: Vec<f64> = conv_f64(&p, &xe, &we, Some(&be))
+            .iter()
+            .zip(&rese)
+            .map(|(v, r)| (activation_f64(activation, *v) + if i % 2 == 1 { *r } else { 0.0 }) * epilogue.scale as f64)
+            .collect();
+        *runs.entry(format!("epilogue {activation:?}")).or_default() += 1;
         let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
         let tol = if dt == DType::F32 { 1e-5 } else { 1e-2 } * scale;
         for (alg, engine) in &engines {
@@ -65,11 +80,15 @@ fn every_gpu_algorithm_matches_the_f64_reference() {
                 Ok(plan) => plan,
                 Err(_) => continue, // the algorithm does not support this problem
             };
-            let out = rocm_backend::conv::run_plan(&dev, &plan, &x, &w, Some(&b))
+            let out = rocm_backend::conv::run_plan_fused(&dev, &plan, &x, &w, Some(&b), epilogue)
                 .unwrap_or_else(|e| panic!("{alg} on {p}: {e}"));
             let got = download(&out);
             for (j, (o, r)) in got.iter().zip(&want).enumerate() {
-                assert!((o - r).abs() <= tol, "{alg} on {p}: element {j}: {o} vs {r}");
+                assert!(
+                    (o - r).abs() <= tol,
+                    "{alg} ({}) on {p} with {activation:?}: element {j}: {o} vs {r}",
+                    plan.kernel
+                );
             }
             *runs.entry(format!("{alg} {dt:?}")).or_default() += 1;
         }
@@ -83,6 +102,8 @@ fn every_gpu_algorithm_matches_the_f64_reference() {
         "Im2colGemm BF16",
         "Gemm1x1 F32",
         "Direct F32",
+        "epilogue LeakyRelu(0.1)",
+        "epilogue Gelu",
     ] {
         assert!(runs.get(key).copied().unwrap_or(0) >= 5, "{key} ran {:?} times", runs.get(key));
     }

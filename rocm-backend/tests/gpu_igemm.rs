@@ -17,6 +17,7 @@ use common::{download, poisoned, upload};
 
 use candle_core::DType;
 use conv_engine::reference::conv_f64;
+use conv_engine::testing::activation_f64;
 use conv_engine::testing::{Channels, RandomConv2d};
 use conv_engine::{Algorithm, Conv2dParams, ConvProblem};
 use kernels::{IGEMM_EMU_CONFIGS, IGEMM_MMA_CONFIGS, IGEMM_SIMT_CONFIGS, IgemmNhwcConfig, MmaVariant};
@@ -113,21 +114,16 @@ fn check(dev: &Arc<RocmDevice>, rng: &mut StdRng, p: &ConvProblem, kernel: Igemm
     let (w, we) = upload(dev, &wv, dt);
     let (b, be) = upload(dev, &bv, dt);
     let (res, rese) = upload(dev, &rv, dt);
-    let activation = [Activation::None, Activation::Relu, Activation::Silu][i % 3];
+    let activation =
+        [Activation::Identity, Activation::Relu, Activation::Silu, Activation::LeakyRelu(0.2), Activation::Gelu][i % 5];
     let residual = (i % 2 == 1).then_some(&res);
+    let scale = [1.0f32, 0.5, 1.0][i % 3];
     let mut want = conv_f64(p, &xe, &we, Some(&be));
     for (j, v) in want.iter_mut().enumerate() {
-        *v = match activation {
-            Activation::None => *v,
-            Activation::Relu => v.max(0.0),
-            Activation::Silu => *v / (1.0 + (-*v).exp()),
-        };
-        if residual.is_some() {
-            *v += rese[j];
-        }
+        *v = (activation_f64(activation, *v) + if residual.is_some() { rese[j] } else { 0.0 }) * scale as f64;
     }
     let out = poisoned(dev, dt, g.output_len());
-    run_implicit_gemm_into(dev, p, kernel, &x, &w, Some(&b), Epilogue { activation, residual }, &out)
+    run_implicit_gemm_into(dev, p, kernel, &x, &w, Some(&b), Epilogue { activation, residual, scale }, &out)
         .unwrap_or_else(|e| panic!("{what} on {p}: {e}"));
     let got = download(&out);
     let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));

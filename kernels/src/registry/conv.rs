@@ -67,4 +67,23 @@ pub const CONV_TRANSPOSE2D_DIRECT: Family = Family {
     doc: "Direct transposed convolution (gather form): reference and fallback.",
 };
 
-pub(super) const FAMILIES: &[Family] = &[IM2COL, COL2IM, CONV2D_DIRECT, CONV_TRANSPOSE2D_DIRECT];
+/// `conv_epilogue_{dtype}`
+pub const CONV_EPILOGUE: Family = Family {
+    pattern: "conv_epilogue_{dtype}",
+    export_macro: "RV_EXPORT_CONV_EPILOGUE",
+    ops: &[],
+    types: Types::Gemm,
+    args: &[
+        arg("numel", ArgType::I64, "elements of the output"),
+        arg("plane", ArgType::I64, "output pixels per channel (p*q)"),
+        arg("channels", ArgType::I64, "output channels (k)"),
+        arg("ep", ArgType::Epilogue, "activation, residual and scale"),
+        arg("bias", cptr(Elem::T), "bias [k], or null"),
+        arg("res", cptr(Elem::T), "residual of the output's shape, or null"),
+        arg("out", mptr(Elem::T), "the contiguous NCHW output, updated in place"),
+    ],
+    launch: Launch::GridStride,
+    doc: "A convolution's epilogue in one pass over its output, for the algorithms that cannot fuse it.",
+};
+
+pub(super) const FAMILIES: &[Family] = &[IM2COL, COL2IM, CONV2D_DIRECT, CONV_TRANSPOSE2D_DIRECT, CONV_EPILOGUE];

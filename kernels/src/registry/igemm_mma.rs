@@ -13,7 +13,7 @@ const IGEMM_NHWC_ARGS: &[Arg] = &[
     arg("g", ArgType::Conv2d, "phase-local forward geometry over the NHWC band (igemm_mma.hip)"),
     arg("cgp", ArgType::I32, "channel slots per group in the NHWC input and packed weights (multiple of 16 bytes)"),
     arg("splits", ArgType::I32, "split-K factor (grid.z = groups * splits); > 1 writes `partial`"),
-    arg("act", ArgType::I32, "activation after the bias: 0 none, 1 relu, 2 silu"),
+    arg("ep", ArgType::Epilogue, "epilogue: activation after the bias, then the residual, then the scale"),
     arg("os_n", ArgType::I64, "output view: elements between images"),
     arg("os_c", ArgType::I64, "output view: elements between channels"),
     arg("os_y", ArgType::I64, "output view: elements between grid rows"),
@@ -90,7 +90,7 @@ pub const IGEMM_SPLITK: Family = Family {
     args: &[
         arg("g", ArgType::Conv2d, "the geometry the partials were computed for"),
         arg("splits", ArgType::I32, "number of partial sums"),
-        arg("act", ArgType::I32, "activation: 0 none, 1 relu, 2 silu"),
+        arg("ep", ArgType::Epilogue, "epilogue: activation after the bias, then the residual, then the scale"),
         arg("os_n", ArgType::I64, "output view: elements between images"),
         arg("os_c", ArgType::I64, "output view: elements between channels"),
         arg("os_y", ArgType::I64, "output view: elements between grid rows"),

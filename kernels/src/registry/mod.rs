@@ -22,7 +22,7 @@ pub use indexing::INDEX_TYPES;
 pub mod family {
     pub use super::binary::BINARY;
     pub use super::cast::{CAST, FILL};
-    pub use super::conv::{COL2IM, CONV_TRANSPOSE2D_DIRECT, CONV2D_DIRECT, IM2COL};
+    pub use super::conv::{COL2IM, CONV_EPILOGUE, CONV_TRANSPOSE2D_DIRECT, CONV2D_DIRECT, IM2COL};
     pub use super::copy::{COPY_STRIDED, COPY2D, PAD2D, POOL2D, TRANSPOSE2D, UPSAMPLE_NEAREST2D};
     pub use super::elementwise::{AFFINE, UNARY};
     pub use super::igemm::{IGEMM_FWD, IGEMM_TCONV};

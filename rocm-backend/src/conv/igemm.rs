@@ -205,7 +205,7 @@ fn run_igemm_chunk(
     };
     let transposed = i32::from(g.kind == ConvKind::Transposed);
     let kg = g.out_channels_per_group();
-    let act = epilogue.activation.code();
+    let ep = super::epilogue_params(&epilogue);
     let bias_ptr = bias.map_or(0, |b| b.ptr_at(0));
     let part_ptr = partial.as_ref().map_or(0, |a| a.ptr_at(0));
     let mut woff = 0;
@@ -246,7 +246,7 @@ fn run_igemm_chunk(
                 Arg::Conv(ph.params),
                 Arg::I32(cgp as i32),
                 Arg::I32(splits as i32),
-                Arg::I32(act),
+                Arg::Epilogue(ep),
                 Arg::I64(os_n),
                 Arg::I64(os_c),
                 Arg::I64(os_y),
@@ -267,7 +267,7 @@ fn run_igemm_chunk(
                 &mut [
                     Arg::Conv(ph.params),
                     Arg::I32(splits as i32),
-                    Arg::I32(act),
+                    Arg::Epilogue(ep),
                     Arg::I64(os_n),
                     Arg::I64(os_c),
                     Arg::I64(os_y),

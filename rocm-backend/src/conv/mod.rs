@@ -83,37 +83,15 @@ impl fmt::Display for RocmKernel {
 /// A plan of the ROCm dispatcher.
 pub type RocmPlan = Plan<RocmKernel>;
 
-/// Output activation of the fused epilogue.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Activation {
-    #[default]
-    None,
-    Relu,
-    Silu,
-}
+/// What a convolution applies before it writes its output: `out = (act(conv + bias) +
+/// residual) · scale`, the residual an NCHW array of the output's shape and dtype. The
+/// definition (and the CPU's) is `implicit_gemm::Epilogue`.
+pub type Epilogue<'a> = implicit_gemm::Epilogue<&'a DeviceArray>;
+pub use implicit_gemm::Activation;
 
-impl Activation {
-    fn code(self) -> i32 {
-        match self {
-            Activation::None => 0,
-            Activation::Relu => 1,
-            Activation::Silu => 2,
-        }
-    }
-}
-
-/// What an implicit-GEMM launch fuses after the bias: `out = act(conv + bias) + residual`
-/// (the residual is an NCHW tensor of the output's shape and dtype).
-#[derive(Clone, Copy, Default)]
-pub struct Epilogue<'a> {
-    pub activation: Activation,
-    pub residual: Option<&'a DeviceArray>,
-}
-
-impl Epilogue<'_> {
-    fn is_plain(&self) -> bool {
-        self.activation == Activation::None && self.residual.is_none()
-    }
+/// The kernels' by-value form of an epilogue (the residual goes as a pointer).
+pub(crate) fn epilogue_params(e: &Epilogue<'_>) -> kernels::EpilogueParams {
+    kernels::EpilogueParams { act: e.activation.code(), alpha: e.activation.alpha(), scale: e.scale, reserved: 0 }
 }
 
 /// The operands must be what `p` says: lengths and dtypes of input, weight, bias,
@@ -182,8 +160,9 @@ pub fn run_plan(
     run_plan_fused(device, plan, x, w, bias, Epilogue::default())
 }
 
-/// [`run_plan`] with a fused epilogue: `out = act(conv + bias) + residual`. Only the NHWC
-/// implicit-GEMM kernels fuse it; any other plan with a non-trivial epilogue is an error.
+/// [`run_plan`] with an epilogue: `out = (act(conv + bias) + residual) · scale`. The NHWC
+/// implicit-GEMM kernels apply it as they write the output; every other algorithm (its
+/// GEMM is rocBLAS's, MIOpen's, or writes without one) in one pass over the output after.
 pub fn run_plan_fused(
     device: &Arc<RocmDevice>,
     plan: &RocmPlan,
@@ -195,60 +174,60 @@ pub fn run_plan_fused(
     let p = &plan.problem;
     let g = &p.geometry;
     check_operands(p, x, w, bias, epilogue, None)?;
-    if !epilogue.is_plain() && !matches!(plan.kernel, RocmKernel::ImplicitGemm(IgemmKernel::Nhwc { .. })) {
-        return Err(RocmError::op(
-            "conv",
-            format!(
-                "a fused activation/residual needs the NHWC implicit-GEMM kernels; the plan for {p} uses {}",
-                plan.kernel
-            ),
-        ));
-    }
     let out = DeviceArray::alloc(device, p.dtype.to_candle(), g.output_len())?;
-    let hw = g.out_hw()[0] * g.out_hw()[1];
     match plan.kernel {
-        RocmKernel::ImplicitGemm(k) => igemm::run(device, p, k, &plan.chunks(), x, w, bias, epilogue, &out)?,
-        RocmKernel::Direct => direct::run(device, p, x, w, bias, &out)?,
+        RocmKernel::ImplicitGemm(k @ IgemmKernel::Nhwc { .. }) => {
+            igemm::run(device, p, k, &plan.chunks(), x, w, bias, epilogue, &out)?
+        }
+        // These add the bias themselves.
+        RocmKernel::ImplicitGemm(k) => {
+            igemm::run(device, p, k, &plan.chunks(), x, w, bias, Epilogue::default(), &out)?;
+            apply_epilogue(device, p, &out, None, epilogue)?;
+        }
+        RocmKernel::Direct => {
+            direct::run(device, p, x, w, bias, &out)?;
+            apply_epilogue(device, p, &out, None, epilogue)?;
+        }
         RocmKernel::Gemm1x1 => {
             gemm1x1::run(device, p, x, w, &out)?;
-            add_bias(device, &out, bias, g.batch, g.out_channels, hw)?;
+            apply_epilogue(device, p, &out, bias, epilogue)?;
         }
         RocmKernel::Im2colGemm => {
             im2col::run(device, p, plan.chunking.rows_per_chunk, x, w, &out)?;
-            add_bias(device, &out, bias, g.batch, g.out_channels, hw)?;
+            apply_epilogue(device, p, &out, bias, epilogue)?;
         }
         RocmKernel::Miopen => {
             run_miopen_into(device, plan, x, w, &out)?;
-            add_bias(device, &out, bias, g.batch, g.out_channels, hw)?;
+            apply_epilogue(device, p, &out, bias, epilogue)?;
         }
     }
     Ok(out)
 }
 
-/// `out[n, k, :] += bias[k]` in place.
-fn add_bias(
+/// The bias and epilogue of a convolution whose output `out` holds the bare sums, in one
+/// pass over it (nothing to do without a bias and with a plain epilogue).
+fn apply_epilogue(
     device: &Arc<RocmDevice>,
+    p: &ConvProblem,
     out: &DeviceArray,
     bias: Option<&DeviceArray>,
-    n: usize,
-    k: usize,
-    hw: usize,
+    epilogue: Epilogue<'_>,
 ) -> Result<()> {
-    let Some(b) = bias else { return Ok(()) };
-    let d = kernel_dtype(out.dtype)?;
-    let shape = [n, k, hw];
-    let lhs = kernels::StridedLayout::contiguous(&shape).map_err(|e| RocmError::op("conv bias", e.to_string()))?;
-    let rhs = kernels::StridedLayout::new(&shape, &[0, 1, 0]).map_err(|e| RocmError::op("conv bias", e.to_string()))?;
+    if bias.is_none() && epilogue.is_plain() {
+        return Ok(());
+    }
+    let g = &p.geometry;
     launch(
         device,
-        &Kernel::new(&family::BINARY, "add", d)?,
+        &Kernel::new(&family::CONV_EPILOGUE, "", kernel_dtype(out.dtype)?)?,
         Grid::Vectors { elements: out.len, widest_bytes: out.dtype.size_in_bytes() },
         &mut [
             Arg::I64(out.len as i64),
-            Arg::Strided(lhs),
-            Arg::Strided(rhs),
-            Arg::Ptr(out.ptr_at(0)),
-            Arg::Ptr(b.ptr_at(0)),
+            Arg::I64((g.out_hw()[0] * g.out_hw()[1]) as i64),
+            Arg::I64(g.out_channels as i64),
+            Arg::Epilogue(epilogue_params(&epilogue)),
+            Arg::Ptr(bias.map_or(0, |b| b.ptr_at(0))),
+            Arg::Ptr(epilogue.residual.map_or(0, |r| r.ptr_at(0))),
             Arg::Ptr(out.ptr_at(0)),
         ],
     )
