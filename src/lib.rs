@@ -15,9 +15,9 @@ pub mod tensor;
 pub mod weights;
 
 pub use candle_core::DType;
-pub use conv_engine::{Algorithm, Budget, Conv1dParams, Conv2dParams, Padding2d, format_bytes};
+pub use conv_engine::{Activation, Algorithm, Budget, Conv1dParams, Conv2dParams, Padding2d, format_bytes};
 pub use device::{Device, DeviceKind};
 pub use error::{Error, Result};
 pub use exact_sum::ExactSum;
-pub use tensor::{Cmp, PadMode, Reduce, Tensor};
+pub use tensor::{Cmp, ConvEpilogue, PadMode, Reduce, Tensor};
 pub use weights::Weights;

@@ -323,3 +323,23 @@ fn rng_seed() -> u64 {
     println!("seed {s}");
     s
 }
+
+/// `add_assign` writes into its own buffer with a strided (cropped) source, on the CPU in
+/// parallel, and equals the allocating add.
+#[test]
+fn add_assign_takes_a_cropped_source() {
+    let dev = rocm_vision::Device::cpu();
+    let data: Vec<f32> = (0..2 * 4 * 5).map(|i| i as f32 - 17.5).collect();
+    let big = Tensor::from_vec((0..2 * 6 * 7).map(|i| i as f32 * 0.5).collect(), &[1, 2, 6, 7], &dev).unwrap();
+    let view = big.narrow(2, 1, 4).unwrap().narrow(3, 2, 5).unwrap();
+    let d = Tensor::from_vec(data, &[1, 2, 4, 5], &dev).unwrap();
+    let want = d.add(&view).unwrap().to_vec::<f32>().unwrap();
+    let got = d.add_assign(&view).unwrap();
+    assert_eq!(got.to_vec::<f32>().unwrap(), want);
+    // A large contiguous pair takes the chunked path.
+    let n = 3 * (1 << 15) + 7;
+    let a = Tensor::from_vec((0..n).map(|i| i as f32).collect(), &[n], &dev).unwrap();
+    let b = Tensor::from_vec((0..n).map(|i| -(i as f32) * 0.5).collect(), &[n], &dev).unwrap();
+    let want = a.add(&b).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(a.add_assign(&b).unwrap().to_vec::<f32>().unwrap(), want);
+}

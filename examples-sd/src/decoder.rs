@@ -72,14 +72,20 @@ impl Resnet {
         }
         h = self.conv1.forward(&h)?;
         h = self.norm2.forward_silu(&h)?;
-        h = self.conv2.forward(&h)?;
-        let skip = match (skip, input, &self.shortcut) {
+        // Without a widening shortcut the residual exists before conv2, which adds it as it
+        // writes its output (no second pass over memory).
+        let skip = match (skip, input.take(), &self.shortcut) {
             (Some(s), _, _) => s,
-            (None, Some(x), Some(sc)) => sc.forward(&x)?,
             (None, Some(x), None) => x,
+            (None, Some(x), Some(sc)) => {
+                // A widening shortcut runs after conv2, so the narrower input is all that
+                // is alive beside conv2's operands (the decoder never widens).
+                let h = self.conv2.forward(&h)?;
+                return ops::add_assign(h, &sc.forward(&x)?);
+            }
             (None, None, _) => return Err(SdError::Output("resnet: residual lost (internal error)".into())),
         };
-        ops::add_assign(h, &skip)
+        Ok(self.conv2.forward_fused(&h, Some(&skip), 1.0)?)
     }
 }
 

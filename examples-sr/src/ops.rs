@@ -1,134 +1,11 @@
-//! In-place elementwise ops on CPU tensors, as candle custom ops run in parallel.
-//!
-//! The network applies a leaky ReLU to almost every convolution output and adds skip
-//! connections to deconvolution outputs. Through the Tensor API each is one to four new
-//! full-size tensors and single-threaded passes (a quarter of the run time at 256x256);
-//! here the freshly computed tensor, which nothing else references yet, is updated in
-//! place in one parallel pass. The arithmetic is ncnn's: `x < 0 ? x·slope : x`, and a
-//! plain f32 add.
+//! The pixel shuffle of the deconvolutions that run as 1x1 convolutions, as a candle
+//! custom op in parallel on the CPU. (The leaky ReLU after the convolutions is their fused
+//! epilogue, and the skip adds are `Tensor::add_assign`, on both devices.)
 
 use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, InplaceOp1, InplaceOp2, Layout, bail};
-use half::{bf16, f16};
+use candle_core::{CpuStorage, Layout, bail};
 use rayon::prelude::*;
 use rocm_vision::Tensor;
-
-/// Elements per parallel work item: large enough to amortise the scheduling.
-const CHUNK: usize = 1 << 15;
-
-struct LeakyRelu {
-    slope: f32,
-}
-
-fn map_inplace<T: Copy + Send + Sync>(v: &mut [T], f: impl Fn(T) -> T + Sync) {
-    v.par_chunks_mut(CHUNK).for_each(|c| c.iter_mut().for_each(|x| *x = f(*x)));
-}
-
-impl InplaceOp1 for LeakyRelu {
-    fn name(&self) -> &'static str {
-        "leaky-relu-inplace"
-    }
-
-    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> candle_core::Result<()> {
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            bail!("in-place leaky ReLU needs a contiguous tensor, got strides {:?}", layout.stride())
-        };
-        let s = self.slope;
-        match storage {
-            CpuStorage::F32(v) => map_inplace(&mut v[start..end], |x| if x < 0.0 { x * s } else { x }),
-            CpuStorage::F16(v) => {
-                map_inplace(&mut v[start..end], |x| if x.to_f32() < 0.0 { f16::from_f32(x.to_f32() * s) } else { x })
-            }
-            CpuStorage::BF16(v) => {
-                map_inplace(&mut v[start..end], |x| if x.to_f32() < 0.0 { bf16::from_f32(x.to_f32() * s) } else { x })
-            }
-            other => bail!("in-place leaky ReLU: unsupported dtype {:?}", other.dtype()),
-        }
-        Ok(())
-    }
-}
-
-/// `x = x < 0 ? x·slope : x` in place, on a contiguous CPU tensor that nothing else
-/// shares. Returns `false` (and does nothing) for a tensor that is not on the CPU.
-pub fn leaky_relu_inplace(t: &Tensor, slope: f32) -> Result<bool, crate::Error> {
-    let Some(c) = t.as_candle() else { return Ok(false) };
-    c.inplace_op1(&LeakyRelu { slope }).map_err(|e| crate::Error::Internal(e.to_string()))?;
-    Ok(true)
-}
-
-struct AddAssign;
-
-/// `dst[i] += src[i]` over `[C, H, W]` (batch 1) where `dst` is contiguous and `src` any
-/// strided view of the same shape (a crop).
-fn add_strided<T: Copy + Send + Sync>(
-    dst: &mut [T],
-    src: &[T],
-    src_l: &Layout,
-    add: impl Fn(T, T) -> T + Sync,
-) -> candle_core::Result<()> {
-    let dims = src_l.dims();
-    let stride = src_l.stride();
-    let (Some(&w), Some(&h)) = (dims.last(), dims.iter().rev().nth(1)) else { bail!("add: rank {}", dims.len()) };
-    let (sw, sh) = (stride[dims.len() - 1], stride[dims.len() - 2]);
-    // Offset in src of every H x W plane (all leading dims flattened).
-    let lead = &dims[..dims.len() - 2];
-    let lead_stride = &stride[..dims.len() - 2];
-    let planes: Vec<usize> = (0..lead.iter().product::<usize>())
-        .map(|mut i| {
-            let mut off = src_l.start_offset();
-            for (d, s) in lead.iter().zip(lead_stride).rev() {
-                off += (i % d) * s;
-                i /= d;
-            }
-            off
-        })
-        .collect();
-    dst.par_chunks_mut(h * w).zip(planes.par_iter()).for_each(|(plane, &off)| {
-        for y in 0..h {
-            let row = &mut plane[y * w..(y + 1) * w];
-            let base = off + y * sh;
-            if sw == 1 {
-                row.iter_mut().zip(&src[base..base + w]).for_each(|(d, &s)| *d = add(*d, s));
-            } else {
-                row.iter_mut().enumerate().for_each(|(x, d)| *d = add(*d, src[base + x * sw]));
-            }
-        }
-    });
-    Ok(())
-}
-
-impl InplaceOp2 for AddAssign {
-    fn name(&self) -> &'static str {
-        "add-assign"
-    }
-
-    fn cpu_fwd(
-        &self,
-        dst: &mut CpuStorage,
-        dst_l: &Layout,
-        src: &CpuStorage,
-        src_l: &Layout,
-    ) -> candle_core::Result<()> {
-        let Some((start, end)) = dst_l.contiguous_offsets() else { bail!("add-assign needs a contiguous destination") };
-        if dst_l.dims() != src_l.dims() {
-            bail!("add-assign: shapes {:?} and {:?}", dst_l.dims(), src_l.dims())
-        }
-        match (dst, src) {
-            (CpuStorage::F32(d), CpuStorage::F32(s)) => add_strided(&mut d[start..end], s, src_l, |a, b| a + b),
-            (CpuStorage::F16(d), CpuStorage::F16(s)) => add_strided(&mut d[start..end], s, src_l, |a, b| a + b),
-            (CpuStorage::BF16(d), CpuStorage::BF16(s)) => add_strided(&mut d[start..end], s, src_l, |a, b| a + b),
-            (d, s) => bail!("add-assign: dtypes {:?} and {:?}", d.dtype(), s.dtype()),
-        }
-    }
-}
-
-/// `dst += src` in place: `dst` a contiguous CPU tensor nothing else shares, `src` a
-/// tensor (or view) of the same shape. Returns `false` (and does nothing) off the CPU.
-pub fn add_inplace(dst: &Tensor, src: &Tensor) -> Result<bool, crate::Error> {
-    let (Some(d), Some(s)) = (dst.as_candle(), src.as_candle()) else { return Ok(false) };
-    d.inplace_op2(s, &AddAssign).map_err(|e| crate::Error::Internal(e.to_string()))?;
-    Ok(true)
-}
 
 struct PixelShuffle {
     r: usize,
@@ -244,21 +121,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn inplace_ops_match_the_tensor_ops() {
-        let dev = Device::cpu();
-        let data: Vec<f32> = (0..2 * 4 * 5).map(|i| i as f32 - 17.5).collect();
-        let a = Tensor::from_vec(data.clone(), &[1, 2, 4, 5], &dev).unwrap();
-        let want = a.maximum(&a.affine(0.1f32 as f64, 0.0).unwrap()).unwrap().to_vec::<f32>().unwrap();
-        assert!(leaky_relu_inplace(&a, 0.1).unwrap());
-        assert_eq!(a.to_vec::<f32>().unwrap(), want);
-        let big = Tensor::from_vec((0..2 * 6 * 7).map(|i| i as f32).collect(), &[1, 2, 6, 7], &dev).unwrap();
-        let view = big.narrow(2, 1, 4).unwrap().narrow(3, 2, 5).unwrap();
-        let d = Tensor::from_vec(data, &[1, 2, 4, 5], &dev).unwrap();
-        let want = d.add(&view).unwrap().to_vec::<f32>().unwrap();
-        assert!(add_inplace(&d, &view).unwrap());
-        assert_eq!(d.to_vec::<f32>().unwrap(), want);
     }
 }

@@ -317,6 +317,19 @@ impl CpuConv {
         self.run_plan(&plan, input, weight, bias)
     }
 
+    /// [`Self::run`] with an epilogue (see [`Self::run_plan_fused`]).
+    pub fn run_fused(
+        &self,
+        problem: &ConvProblem,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        epilogue: &Epilogue<&Tensor>,
+    ) -> Result<Tensor, ConvError> {
+        let plan = self.plan(problem)?;
+        self.run_plan_fused(&plan, input, weight, bias, epilogue)
+    }
+
     /// Runs a given plan.
     pub fn run_plan(
         &self,

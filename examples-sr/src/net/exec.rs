@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use rocm_vision::{Conv2dParams, Tensor};
+use rocm_vision::{Activation as EpilogueActivation, Conv2dParams, ConvEpilogue, Tensor};
 
 use super::graph::{ConvNode, Node, NodeKind};
 use super::{Network, err};
@@ -244,8 +244,8 @@ impl Network {
                     _ => return Err(err("the other operand is not an available image")),
                 };
                 check_same(&dst, other)?;
-                let sum =
-                    if dst.is_contiguous() && crate::ops::add_inplace(&dst, other)? { dst } else { dst.add(other)? };
+                // In place into the fresh deconv output where it can be (both devices).
+                let sum = dst.add_assign(other)?;
                 self.record(|p| p.binary += elapsed());
                 Value::Image(sum)
             }
@@ -307,17 +307,25 @@ impl Network {
         let elapsed = || clock.map(|c| c.elapsed()).unwrap_or_default();
         let transposed = c.is_transposed();
         let flops = if clock.is_some() { c.flops(x.dims(), self.dtype) } else { 0 };
+        // The conv applies its activation as it writes its output (elementwise, so before
+        // the shuffle of the 1x1 form too); a sigmoid, which the epilogue does not have,
+        // runs after.
+        let (fused, after) = match c.activation {
+            Activation::None => (EpilogueActivation::Identity, None),
+            Activation::Relu => (EpilogueActivation::Relu, None),
+            Activation::LeakyRelu { slope } => (EpilogueActivation::LeakyRelu(slope), None),
+            Activation::Sigmoid => (EpilogueActivation::Identity, Some(Activation::Sigmoid)),
+        };
+        let ep = ConvEpilogue::default().with_activation(fused);
         let y = match (&c.as_1x1, transposed) {
-            (Some(s), true) => x.conv2d(&s.weight, s.bias.as_ref(), &Conv2dParams::default())?,
-            (None, true) => x.conv_transpose2d(&c.weight, c.bias.as_ref(), &c.params)?,
-            (_, false) => x.conv2d(&c.weight, c.bias.as_ref(), &c.params)?,
+            (Some(s), true) => x.conv2d_fused(&s.weight, s.bias.as_ref(), &Conv2dParams::default(), &ep)?,
+            (None, true) => x.conv_transpose2d_fused(&c.weight, c.bias.as_ref(), &c.params, &ep)?,
+            (_, false) => x.conv2d_fused(&c.weight, c.bias.as_ref(), &c.params, &ep)?,
         };
         let t_conv = elapsed();
-        // Elementwise, so it can come before the shuffle of the 1x1 form.
-        let y = match c.activation {
-            // The conv output is new and referenced nowhere else: update it in place.
-            Activation::LeakyRelu { slope } if crate::ops::leaky_relu_inplace(&y, slope)? => y,
-            act => activate(y, act)?,
+        let y = match after {
+            Some(act) => activate(y, act)?,
+            None => y,
         };
         let t_act = elapsed() - t_conv;
         let y = match (&c.as_1x1, transposed) {
@@ -373,9 +381,9 @@ fn check_same(a: &Tensor, b: &Tensor) -> Result<(), Error> {
     }
 }
 
-/// The fused activation of a conv/deconv. Leaky ReLU with a slope in [0, 1] is
-/// `max(x, slope·x)`: two passes instead of the four of `Tensor::leaky_relu`, and the
-/// same values (`x` for x ≥ 0, the f32 product `slope·x` below).
+/// An activation the conv epilogue does not have, as a separate pass (and the ncnn
+/// activations of other layers). Leaky ReLU with a slope in [0, 1] is `max(x, slope·x)`:
+/// two passes instead of the four of `Tensor::leaky_relu`, and the same values.
 fn activate(y: Tensor, act: Activation) -> Result<Tensor, Error> {
     Ok(match act {
         Activation::None => y,

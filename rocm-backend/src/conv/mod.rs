@@ -272,8 +272,20 @@ impl RocmConv {
         w: &DeviceArray,
         bias: Option<&DeviceArray>,
     ) -> Result<DeviceArray> {
+        self.run_fused(p, x, w, bias, Epilogue::default())
+    }
+
+    /// [`Self::run`] with an epilogue (see [`run_plan_fused`]).
+    pub fn run_fused(
+        &self,
+        p: &ConvProblem,
+        x: &DeviceArray,
+        w: &DeviceArray,
+        bias: Option<&DeviceArray>,
+        epilogue: Epilogue<'_>,
+    ) -> Result<DeviceArray> {
         let plan = self.plan(p).map_err(|e| RocmError::op("conv", e.to_string()))?;
-        run_plan(&self.device, &plan, x, w, bias)
+        run_plan_fused(&self.device, &plan, x, w, bias, epilogue)
     }
 }
 
