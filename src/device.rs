@@ -147,6 +147,44 @@ impl Device {
         Ok(())
     }
 
+    /// Makes every GPU kernel ready before the first op needs it: modules missing from the
+    /// on-disk cache are compiled in parallel (one thread each), and each step is told to
+    /// `progress` (a line per module on a terminal is what the tools print). A no-op on the
+    /// CPU; on ROCm with a warm cache, a load of the cached code objects.
+    pub fn warm_kernels(&self, progress: &(dyn Fn(rocm_backend::jit::WarmEvent<'_>) + Sync)) -> Result<()> {
+        if let Some(c) = &self.rocm {
+            c.device.jit().warm_all(progress).map_err(|e| Error::Device(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// [`Device::warm_kernels`] reporting to stderr: nothing when every module is cached,
+    /// else which modules are compiled for which architecture, then each as it finishes.
+    pub fn warm_kernels_verbose(&self) -> Result<()> {
+        let started = std::time::Instant::now();
+        let any = std::sync::atomic::AtomicBool::new(false);
+        self.warm_kernels(&|e| match e {
+            rocm_backend::jit::WarmEvent::Compiling { modules, arch } if !modules.is_empty() => {
+                any.store(true, std::sync::atomic::Ordering::Relaxed);
+                let dir = rocm_backend::jit::default_cache_dir()
+                    .map_or("no cache directory: set ROCM_VISION_KERNEL_CACHE".into(), |d| d.display().to_string());
+                eprintln!(
+                    "compiling {} GPU kernel modules for {arch} in parallel, once (cached in {dir}): {}",
+                    modules.len(),
+                    modules.join(", ")
+                );
+            }
+            rocm_backend::jit::WarmEvent::Compiled { module, seconds } => {
+                eprintln!("  compiled {module} in {seconds:.1} s")
+            }
+            _ => {}
+        })?;
+        if any.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("kernels ready in {:.1} s", started.elapsed().as_secs_f64());
+        }
+        Ok(())
+    }
+
     /// Peak bytes of device memory held since the last reset (ROCm), or `None` (CPU).
     pub fn peak_memory(&self) -> Option<usize> {
         self.rocm.as_ref().map(|c| c.device.allocator().stats().peak_reserved)

@@ -196,6 +196,15 @@ pub fn cached_code(module: &kernels::Module, arch: &str, dir: Option<&Path>) -> 
 }
 
 /// A kernel entry point, ready to launch.
+/// What [`Jit::warm`] reports.
+#[derive(Clone, Copy, Debug)]
+pub enum WarmEvent<'a> {
+    /// These modules are about to be compiled (empty: all were cached).
+    Compiling { modules: &'a [&'static str], arch: &'a str },
+    /// One of them is done.
+    Compiled { module: &'static str, seconds: f64 },
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct Function(pub(crate) hip::hipFunction_t);
 
@@ -259,6 +268,63 @@ impl Jit {
         fns.insert(entry.to_string(), Function(f));
         self.resolved.lock().expect("jit poisoned").insert(entry.to_string(), Function(f));
         Ok(Function(f))
+    }
+
+    /// Compiles (in parallel, one thread per module) every module of `modules` that is
+    /// neither loaded nor in the disk cache, then loads them all: the first run's kernel
+    /// compilation as one wait of the slowest module instead of one per module on first
+    /// use. `progress` hears the modules about to be compiled (none: nothing to compile)
+    /// and then each one as it finishes, with its seconds.
+    pub fn warm(&self, modules: &[&'static kernels::Module], progress: &(dyn Fn(WarmEvent<'_>) + Sync)) -> Result<()> {
+        let cold: Vec<&'static kernels::Module> = {
+            let loaded = self.modules.lock().expect("jit poisoned");
+            let mut cold = Vec::new();
+            for m in modules.iter().filter(|m| !loaded.contains_key(m.name)) {
+                let cached = match &self.cache_dir {
+                    Some(d) => matches!(
+                        read_entry(&d.join(format!("{}-{}-{}.co", m.name, self.arch, cache_key(m, &self.arch)?))),
+                        Ok(Some(_))
+                    ),
+                    None => false,
+                };
+                if !cached {
+                    cold.push(*m);
+                }
+            }
+            cold
+        };
+        progress(WarmEvent::Compiling { modules: &cold.iter().map(|m| m.name).collect::<Vec<_>>(), arch: &self.arch });
+        if !cold.is_empty() {
+            let results: Vec<Result<()>> = std::thread::scope(|s| {
+                let handles: Vec<_> = cold
+                    .iter()
+                    .map(|m| {
+                        s.spawn(move || -> Result<()> {
+                            let t = std::time::Instant::now();
+                            let (_, _) = cached_code(m, &self.arch, self.cache_dir.as_deref())?;
+                            progress(WarmEvent::Compiled { module: m.name, seconds: t.elapsed().as_secs_f64() });
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err(RocmError::op("jit", "a compile thread panicked"))))
+                    .collect()
+            });
+            results.into_iter().collect::<Result<Vec<()>>>()?;
+        }
+        // Loading makes the module current on this thread's device context: serially.
+        for m in modules {
+            self.load(m)?;
+        }
+        Ok(())
+    }
+
+    /// [`Jit::warm`] for every module of the registry.
+    pub fn warm_all(&self, progress: &(dyn Fn(WarmEvent<'_>) + Sync)) -> Result<()> {
+        let modules: Vec<&'static kernels::Module> = kernels::modules().iter().collect();
+        self.warm(&modules, progress)
     }
 
     fn load(&self, module: &'static kernels::Module) -> Result<Arc<LoadedModule>> {

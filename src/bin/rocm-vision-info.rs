@@ -14,6 +14,11 @@ struct Args {
     /// auto (first ROCm GPU, else the CPU), cpu, rocm (GPU 0) or rocm:N.
     #[arg(long, default_value = "auto")]
     device: String,
+    /// Compile every GPU kernel the library has (the two tools use a subset) into the
+    /// on-disk cache now, in parallel, so that no later run waits for the compiler. One
+    /// code object per module serves every dtype.
+    #[arg(long)]
+    warm_cache: bool,
 }
 
 fn main() -> ExitCode {
@@ -48,6 +53,18 @@ fn main() -> ExitCode {
         }
     } else {
         println!("threads: {}", rayon::current_num_threads());
+    }
+    if args.warm_cache {
+        if !device.is_rocm() {
+            eprintln!("rocm-vision: --warm-cache: the CPU has no kernels to compile");
+            return ExitCode::FAILURE;
+        }
+        let started = std::time::Instant::now();
+        if let Err(e) = device.warm_kernels_verbose() {
+            eprintln!("rocm-vision: {e}");
+            return ExitCode::FAILURE;
+        }
+        println!("kernel cache: ready ({:.1} s)", started.elapsed().as_secs_f64());
     }
     ExitCode::SUCCESS
 }

@@ -189,6 +189,8 @@ fn run(args: Args) -> Result<()> {
         (DeviceKind::Rocm(i), _, Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
         _ => probe,
     };
+    // The first run on a machine compiles the GPU kernels (in parallel; said on stderr).
+    device.warm_kernels_verbose()?;
     let weights = Weights::open(&args.vae, &device)?;
     let mut decoder = Decoder::load(&weights, &config, dtype)?;
     // The decoder holds its own copies: unmapping the file keeps its pages (the weights'

@@ -278,6 +278,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         // The first line says why (e.g. no ROCm runtime); the rest lists the paths tried.
         eprintln!("note: {}", note.lines().next().unwrap_or_default());
     }
+    // The first run on a machine compiles the GPU kernels (in parallel; said on stderr).
+    if cli.quiet { device.warm_kernels(&|_| ()) } else { device.warm_kernels_verbose() }
+        .map_err(|e| Failure { msg: e.to_string(), code: 1 })?;
     let model_dir = models::model_dir(cli.model_dir.as_deref());
     let upscaler = variant.load(&model_dir, dtype, &device)?;
     let opts = Options { tile, budget_bytes, cache_bytes };
