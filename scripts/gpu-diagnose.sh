@@ -55,7 +55,7 @@ say "carry: $(head -2 "$carry/MANIFEST.txt" 2>/dev/null | tail -1)"
 step hoc-build 150 rocm-backend/testing/hip-on-cuda/build.sh "$lib"
 export ROCM_PATH=$lib ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache
 
-for b in sd-vae-decode realcugan; do
+for b in sd-vae-decode realcugan rocm-vision-info; do
     python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
         "$carry/bin/$b.xz" "$work/$b" && chmod +x "$work/$b"
 done
@@ -67,6 +67,12 @@ timed() {
     time "$@"
 }
 export -f timed
+
+# Every kernel module compiled once, in parallel, before anything needs one.
+if [[ -x $work/rocm-vision-info ]]; then
+    step warm-cache 150 "$work/rocm-vision-info" --device rocm --warm-cache
+    grep -E "compil|ready" "$logs/warm-cache.log" >>"$summary"
+fi
 
 # 0. GPU-tier test binaries named in GPU_DIAG_TESTS (e.g. "test-gpu_parity test-gpu_tensor").
 export ROCM_VISION_REQUIRE_GPU=1
@@ -109,7 +115,23 @@ if [[ -f $work/vae/sd_vae_random.safetensors ]]; then
     say '```'
 fi
 
-# 4. ncu on the first binary adds of the elementwise benchmark.
+# 4. Per-kernel time (ncu) of one VAE decode at 1024² f16 and one Real-CUGAN 960x540 f16
+#    image (GPU_DIAG_NCU_APPS=0 skips it).
+if command -v ncu >/dev/null && [[ ${GPU_DIAG_NCU_APPS:-1} == 1 ]]; then
+    ncu_sum() { # NAME CMD...: the per-kernel summary (whole log in the tarball)
+        local name=$1
+        shift
+        step "$name" 200 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel "$@"
+        grep -E "^\s+[a-z_0-9]+ \(|Invocations|gpu__time_duration.sum" "$logs/$name.log" | head -120 >>"$summary"
+    }
+    ncu_sum ncu-vae "$work/sd-vae-decode" --vae "$work/vae/sd_vae_random.safetensors" --model sd \
+        --latents "$work/vae/latent_128.npy" --device rocm --dtype f16 --vram-budget 1.6GB --out "$work/vae/n.png" --force
+    rm -rf "$work/sr/one" && mkdir -p "$work/sr/one" && cp "$work/sr/in/a.png" "$work/sr/one/"
+    ncu_sum ncu-sr "$work/realcugan" -i "$work/sr/one" -o "$work/sr/out-ncu" -s 2 -n 0 --model se \
+        --model-dir "$carry/models" --device rocm --dtype f16 --tile whole --vram-budget 24GiB --force
+fi
+
+# 5. ncu on the first binary adds of the elementwise benchmark.
 if command -v ncu >/dev/null; then
     step ncu-binary 150 ncu --clock-control none --kernel-name regex:'binary_add' --launch-count 3 \
         --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
