@@ -75,7 +75,7 @@ if [[ -x $work/rocm-vision-info ]]; then
 fi
 
 # 0. GPU-tier test binaries named in GPU_DIAG_TESTS (e.g. "test-gpu_parity test-gpu_tensor").
-export ROCM_VISION_REQUIRE_GPU=1
+export ROCM_VISION_REQUIRE_GPU=1 REALCUGAN_MODELS=$carry/models
 for t in ${GPU_DIAG_TESTS:-}; do
     step "$t" 240 ".device-carry/bin/$t" --test-threads=1
     grep -E "^test result|panicked|FAILED" "$logs/$t.log" | tail -3 >>"$summary"

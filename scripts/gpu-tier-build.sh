@@ -26,6 +26,8 @@ for line in sys.stdin:
 }
 stage test test --no-run -p rocm-backend --test gpu_alloc --test gpu_conv --test gpu_parity
 stage test test --no-run -p rocm-vision --test gpu_tensor
+# Real-CUGAN's memory estimate against the allocator's peak (issue 12.6).
+stage test test --no-run -p examples-sr --test gpu_memory
 # MIOpen as a conv algorithm (issue 8), through the test library's cuDNN mapping.
 stage test test --no-run -p rocm-backend --features miopen --test gpu_miopen
 stage bench bench --no-run -p rocm-backend --bench gpu_conv

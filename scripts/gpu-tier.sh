@@ -29,7 +29,7 @@ tail -3 "$out/hoc-test.log"
 
 # gpu_parity writes the op x dtype parity table (issue 8) to $out/parity.md.
 export ROCM_PATH=$lib ROCM_VISION_REQUIRE_GPU=1 ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache RUST_BACKTRACE=1 \
-    ROCM_VISION_PARITY_TABLE=$out/parity.md
+    ROCM_VISION_PARITY_TABLE=$out/parity.md REALCUGAN_MODELS=$repo/.device-carry/apps/models
 echo "== GPU-tier tests"
 : >"$out/tests.log"
 for t in .device-carry/bin/test-*; do

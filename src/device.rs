@@ -185,6 +185,36 @@ impl Device {
         Ok(())
     }
 
+    /// The workspace bytes this device's dispatcher plans for `problem` when nothing else
+    /// is live: what a memory estimate adds for the conv beside its input and output.
+    pub fn conv_workspace_bytes(&self, problem: &conv_engine::ConvProblem) -> Result<usize> {
+        match &self.rocm {
+            None => Ok(self.cpu_conv.plan(problem)?.workspace_bytes),
+            Some(c) => {
+                let s = c.device.allocator().stats();
+                let state = conv_engine::BudgetState {
+                    budget: s.budget,
+                    live: rocm_backend::alloc::size_class(problem.output_bytes()),
+                };
+                let plan = c.conv.dispatcher().plan(problem, state)?;
+                // Up to three workspace buffers, each rounded up to the allocator's size class.
+                Ok(plan.workspace_bytes + if plan.workspace_bytes > 0 { 3 * (2 << 20) } else { 0 })
+            }
+        }
+    }
+
+    /// The bytes an allocation of `bytes` takes on this device: the ROCm allocator rounds
+    /// to its size classes (2 MiB steps above 1 MiB); the CPU's heap is taken as exact.
+    pub fn allocation_bytes(&self, bytes: usize) -> usize {
+        if self.rocm.is_some() && bytes > 0 { rocm_backend::alloc::size_class(bytes) } else { bytes }
+    }
+
+    /// Peak bytes of device memory live (handed out) since the last reset (ROCm), or
+    /// `None` (CPU): what a run needed, without the allocator's cache.
+    pub fn peak_live_memory(&self) -> Option<usize> {
+        self.rocm.as_ref().map(|c| c.device.allocator().stats().peak_live)
+    }
+
     /// Peak bytes of device memory held since the last reset (ROCm), or `None` (CPU).
     pub fn peak_memory(&self) -> Option<usize> {
         self.rocm.as_ref().map(|c| c.device.allocator().stats().peak_reserved)

@@ -267,7 +267,11 @@ fn run(args: Args) -> Result<()> {
         write_png(&images.narrow(0, i, 1)?, path, args.force)?;
     }
     let peak = match device.peak_memory() {
-        Some(b) => format!("peak device memory {}", format_bytes(b)),
+        Some(b) => format!(
+            "peak device memory {} ({} live)",
+            format_bytes(b),
+            format_bytes(device.peak_live_memory().unwrap_or(b))
+        ),
         None => format!("peak RSS {}", peak_rss_bytes().map_or("unknown".to_string(), format_bytes)),
     };
     println!(

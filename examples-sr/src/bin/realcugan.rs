@@ -382,7 +382,10 @@ fn process(
                 started.elapsed().as_secs_f64(),
                 upscale_s,
                 // On ROCm: the allocator's peak since the device was opened (all images so far).
-                device.peak_memory().map_or(String::new(), |b| format!(", peak device memory {}", format_bytes(b)))
+                // Held from HIP (the allocator's cache included), then what was live at once.
+                device.peak_memory().zip(device.peak_live_memory()).map_or(String::new(), |(held, live)| {
+                    format!(", peak device memory {} ({} live)", format_bytes(held), format_bytes(live))
+                })
             ),
         );
     }

@@ -181,7 +181,8 @@ impl Network {
         // crop view keeps its parent's whole allocation alive).
         let mut storage: Vec<usize> = (0..self.graph.blobs.len()).collect();
         let mut live_blobs: HashSet<usize> = HashSet::from([self.graph.input]);
-        let storage_bytes: Vec<usize> = shapes.iter().map(|s| bytes(*s)).collect();
+        // What each blob's allocation takes on this device (the ROCm allocator rounds).
+        let storage_bytes: Vec<usize> = shapes.iter().map(|s| self.device.allocation_bytes(bytes(*s))).collect();
         let live = |live_blobs: &HashSet<usize>, storage: &[usize], storage_bytes: &[usize]| -> usize {
             let ids: HashSet<usize> = live_blobs.iter().map(|&b| storage[b]).collect();
             ids.iter().map(|&s| storage_bytes[s]).sum()
@@ -189,7 +190,7 @@ impl Network {
         let mut peak = 0;
         for node in &self.graph.nodes {
             let before = live(&live_blobs, &storage, &storage_bytes);
-            let out = node.tops.first().map_or(0, |&t| bytes(shapes[t]));
+            let out = node.tops.first().map_or(0, |&t| self.device.allocation_bytes(bytes(shapes[t])));
             let extra = match &node.kind {
                 NodeKind::Input => 0,
                 NodeKind::Conv(c) => {
@@ -198,32 +199,34 @@ impl Network {
                         _ => [1, 0, 0, 0],
                     };
                     let problem = c.problem(&x, self.dtype).map_err(|e| err(e.to_string()))?;
-                    let workspace = self.device.cpu_conv().plan(&problem).map(|p| p.workspace_bytes).unwrap_or(0);
+                    // The device's own plan: on ROCm the NHWC implicit GEMM packs a copy of
+                    // the input band, which the CPU's executor does not.
+                    let workspace = self.device.conv_workspace_bytes(&problem).unwrap_or(0);
                     // A view (crop) is copied to a contiguous input first.
-                    let copy =
-                        if storage[node.bottoms[0]] != node.bottoms[0] { bytes(shapes[node.bottoms[0]]) } else { 0 };
-                    // Leaky ReLU runs in place on the CPU; the others allocate.
-                    let act = match c.activation {
-                        Activation::None => 0,
-                        Activation::LeakyRelu { .. } if self.device.is_cpu() => 0,
-                        Activation::LeakyRelu { .. } => 2 * out,
-                        _ => 3 * out,
+                    let copy = if storage[node.bottoms[0]] != node.bottoms[0] {
+                        self.device.allocation_bytes(bytes(shapes[node.bottoms[0]]))
+                    } else {
+                        0
                     };
+                    // ReLU and leaky ReLU are the conv's epilogue; a sigmoid is a second tensor.
+                    let act = if c.activation == Activation::Sigmoid { out } else { 0 };
                     // The 1x1 form of a deconvolution shuffles into a second buffer.
                     let shuffle = if c.as_1x1.is_some() { out } else { 0 };
                     workspace + copy + act + shuffle
                 }
                 NodeKind::PixelShuffle(_) => 0,
+                // The exact channel sums: read in place on the CPU, 2 KiB of buckets per
+                // channel on the GPU.
                 NodeKind::Pool(_) => match shapes[node.bottoms[0]] {
-                    Some(Shape::Image { c, h, w }) => c * h * w * 4,
+                    Some(Shape::Image { c, .. }) if !self.device.is_cpu() => self.device.allocation_bytes(c * 2048),
                     _ => 0,
                 },
                 _ => 0,
             };
             let new = match node.kind {
                 NodeKind::Split | NodeKind::Crop(_) => 0,
-                // The sum overwrites an operand on the CPU.
-                NodeKind::Add if node.inplace.is_some() && self.device.is_cpu() => 0,
+                // The sum overwrites its fresh operand (Tensor::add_assign, both devices).
+                NodeKind::Add if node.inplace.is_some() => 0,
                 _ => out,
             };
             peak = peak.max(before + new + extra);

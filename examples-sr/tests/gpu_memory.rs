@@ -1,0 +1,54 @@
+//! GPU tier: the network's memory estimate (what `--tile auto` plans tiles with) against
+//! the ROCm allocator's measured peak of live bytes, within 10%, for a 960x540 image in f32
+//! and f16. Skips with a printed reason without a ROCm device (`ROCM_VISION_REQUIRE_GPU=1`
+//! makes that a failure) or without the models (`REALCUGAN_MODELS`).
+
+mod common;
+
+use examples_sr::models::Variant;
+use rocm_vision::{Budget, DType, Device, Tensor};
+
+#[test]
+fn the_memory_estimate_matches_the_allocator_peak() {
+    let Some(models) = common::models_or_skip("the_memory_estimate_matches_the_allocator_peak") else { return };
+    let dev = match Device::rocm_with_budget(0, Budget::bytes(24 << 30)) {
+        Ok(d) => d,
+        Err(e) => {
+            assert!(
+                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
+                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
+            );
+            eprintln!("SKIPPED (no ROCm device): {e}");
+            return;
+        }
+    };
+    let alloc = dev.rocm_device().expect("a ROCm device").allocator();
+    let (h, w) = (540, 960);
+    for dtype in [DType::F32, DType::F16] {
+        let up = Variant::new(examples_sr::models::ModelKind::Se, 2, 0).unwrap().load(&models, dtype, &dev).unwrap();
+        let net = up.network();
+        let estimate = net.peak_bytes(h, w).unwrap();
+        dev.synchronize().unwrap();
+        let base = alloc.stats().live;
+        alloc.reset_peaks();
+        let input = Tensor::from_vec(
+            (0..3 * h * w).map(|i| (i % 251) as f32 / 251.0).collect::<Vec<f32>>(),
+            &[1, 3, h, w],
+            &Device::cpu(),
+        )
+        .unwrap()
+        .to_dtype(dtype)
+        .unwrap()
+        .to_device(&dev)
+        .unwrap();
+        let out = net.forward(input).unwrap();
+        dev.synchronize().unwrap();
+        let measured = alloc.stats().peak_live - base;
+        drop(out);
+        let ratio = estimate as f64 / measured as f64;
+        println!(
+            "se 2x {dtype:?} at {w}x{h}: estimate {estimate} bytes, allocator peak {measured} bytes live, ratio {ratio:.3}"
+        );
+        assert!((0.9..=1.1).contains(&ratio), "{dtype:?}: estimate {estimate} vs measured {measured} ({ratio:.3})");
+    }
+}
