@@ -24,6 +24,22 @@
 //   Both: one block per row (grid-stride over rows), blockDim.x a multiple of warpSize, <= 256.
 #include "prelude.h"
 
+// The statistics of N consecutive values, as one Welford state (a batch of the merge).
+template <typename T, int N> RV_DEVICE rv_welford rv_welford_of(const rv_vec<T, N>& x) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < N; ++j) sum += rv_to_f32(x.e[j]);
+    const float mean = sum * (1.0f / N);
+    float m2 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        const float d = rv_to_f32(x.e[j]) - mean;
+        m2 += d * d;
+    }
+    rv_welford w = {(float)N, mean, m2};
+    return w;
+}
+
 template <typename T>
 __device__ void rv_group_norm_stats(rv_i32 n, rv_i32 c, rv_i64 hw, rv_i32 groups, rv_i32 chunks,
                                     const T* __restrict__ in, float* __restrict__ partial) {
@@ -31,12 +47,23 @@ __device__ void rv_group_norm_stats(rv_i32 n, rv_i32 c, rv_i64 hw, rv_i32 groups
     const int chunk = blockIdx.x, g = blockIdx.y, img = blockIdx.z;
     if (img >= n) return;
     const rv_i64 group_len = (rv_i64)(c / groups) * hw;
-    const rv_i64 per = (group_len + chunks - 1) / chunks;
-    const rv_i64 begin = chunk * per;
-    const rv_i64 end = begin + per < group_len ? begin + per : group_len;
     const T* x = in + ((rv_i64)img * groups + g) * group_len;
     rv_welford s = {0.0f, 0.0f, 0.0f};
-    for (rv_i64 j = begin + threadIdx.x; j < end; j += blockDim.x) s = rv_welford_push(s, rv_to_f32(x[j]));
+    constexpr int N = 16 / sizeof(T);
+    if (group_len % N == 0 && rv_aligned(in, 16)) {
+        // 16-byte vectors, one Welford merge (one division) per vector instead of per value:
+        // the per-value division made this pass compute-bound.
+        const rv_i64 nv = group_len / N;
+        const rv_i64 per = (nv + chunks - 1) / chunks;
+        const rv_i64 begin = chunk * per, end = begin + per < nv ? begin + per : nv;
+        const rv_vec<T, N>* xv = (const rv_vec<T, N>*)x;
+        for (rv_i64 v = begin + threadIdx.x; v < end; v += blockDim.x) s = rv_welford_merge(s, rv_welford_of<T, N>(xv[v]));
+    } else {
+        const rv_i64 per = (group_len + chunks - 1) / chunks;
+        const rv_i64 begin = chunk * per;
+        const rv_i64 end = begin + per < group_len ? begin + per : group_len;
+        for (rv_i64 j = begin + threadIdx.x; j < end; j += blockDim.x) s = rv_welford_push(s, rv_to_f32(x[j]));
+    }
     s = rv_welford_block(s, scratch);
     if (threadIdx.x == 0) {
         float* p = partial + (((rv_i64)img * groups + g) * chunks + chunk) * 3;
@@ -64,10 +91,37 @@ __device__ void rv_group_norm_apply(rv_i32 n, rv_i32 c, rv_i64 hw, rv_i32 groups
     const float var = s.n > 0.0f ? s.m2 / s.n : 0.0f;
     const float mean = s.mean, rstd = rv_rsqrt(var + (float)eps);
     const rv_i64 group_len = (rv_i64)cg * hw;
+    const rv_i64 base = ((rv_i64)img * groups + g) * group_len;
+    constexpr int N = 16 / sizeof(T);
+    if (hw % N == 0 && rv_aligned(in, 16) && rv_aligned(out, 16)) {
+        // 16-byte vectors; hw is a multiple of N, so a vector lies in one channel: one
+        // channel lookup and one affine pair per vector.
+        typedef rv_vec<T, N> V;
+        const rv_i64 nv = group_len / N;
+        const rv_i64 per = (nv + chunks - 1) / chunks;
+        const rv_i64 begin = chunk * per, end = begin + per < nv ? begin + per : nv;
+        const V* xv = (const V*)(in + base);
+        V* yv = (V*)(out + base);
+        const bool small = group_len < 0x7fffffffll;
+        for (rv_i64 v = begin + threadIdx.x; v < end; v += blockDim.x) {
+            const rv_i64 e = v * N;
+            const int ch = g * cg + (int)(small ? (rv_i64)((unsigned)e / (unsigned)hw) : e / hw);
+            const float a = rstd * (gamma ? rv_to_f32(gamma[ch]) : 1.0f);
+            const float b = (beta ? rv_to_f32(beta[ch]) : 0.0f) - mean * a;
+            V x = xv[v];
+#pragma unroll
+            for (int k = 0; k < N; ++k) {
+                float f = rv_fma(rv_to_f32(x.e[k]), a, b);
+                if (fuse_silu) f *= rv_sigmoid(f);
+                x.e[k] = rv_convert<T>::from(f);
+            }
+            yv[v] = x;
+        }
+        return;
+    }
     const rv_i64 per = (group_len + chunks - 1) / chunks;
     const rv_i64 begin = chunk * per;
     const rv_i64 end = begin + per < group_len ? begin + per : group_len;
-    const rv_i64 base = ((rv_i64)img * groups + g) * group_len;
     // Channel of element j, tracked incrementally: one division per thread, not per element.
     rv_i64 j = begin + threadIdx.x;
     rv_i64 cc = j / hw, rem = j - cc * hw;
@@ -76,7 +130,7 @@ __device__ void rv_group_norm_apply(rv_i32 n, rv_i32 c, rv_i64 hw, rv_i32 groups
         float v = (rv_to_f32(in[base + j]) - mean) * rstd;
         if (gamma) v *= rv_to_f32(gamma[ch]);
         if (beta) v += rv_to_f32(beta[ch]);
-        if (fuse_silu) v = v / (1.0f + rv_exp(-v));
+        if (fuse_silu) v *= rv_sigmoid(v);
         out[base + j] = rv_convert<T>::from(v);
         for (rem += blockDim.x; rem >= hw; rem -= hw) ++cc;
     }
