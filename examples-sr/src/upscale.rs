@@ -41,6 +41,7 @@ use crate::bicubic;
 use crate::exact_sum::ExactSum;
 use crate::image_io::{Image, Pixels};
 use crate::net::{Means, Network, PoolInfo, Ratio, Run, Shape, Stop};
+use rayon::prelude::*;
 
 /// How to cut the image into tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -423,14 +424,14 @@ impl Upscaler {
         let ry: Vec<usize> = (0..hp).map(|y| reflect(y as isize - p as isize, h)).collect();
         let rx: Vec<usize> = (0..wp).map(|x| reflect(x as isize - p as isize, w)).collect();
         let mut data = vec![0.0f32; 3 * hp * wp];
-        for (c, plane) in data.chunks_exact_mut(hp * wp).enumerate() {
-            for (y, row) in plane.chunks_exact_mut(wp).enumerate() {
-                let src = ry[y] * w;
-                for (x, v) in row.iter_mut().enumerate() {
-                    *v = img.sample((src + rx[x]) * img.channels + c) * inv;
-                }
+        // Rows in parallel: at 1080p and up this is tens of milliseconds on one core.
+        data.par_chunks_exact_mut(wp).enumerate().for_each(|(r, row)| {
+            let (c, y) = (r / hp, r % hp);
+            let src = ry[y] * w;
+            for (x, v) in row.iter_mut().enumerate() {
+                *v = img.sample((src + rx[x]) * img.channels + c) * inv;
             }
-        }
+        });
         Padded { data, h: hp, w: wp }
     }
 
@@ -463,13 +464,13 @@ impl Upscaler {
         let (y0, x0) = (rows.start * s, cols.start * s);
         let keep_h = th.min(oh.saturating_sub(y0));
         let keep_w = tw.min(ow.saturating_sub(x0));
-        for c in 0..3 {
-            let plane = &v[c * yh * yw..(c + 1) * yh * yw];
-            let res = &padded.data[c * padded.h * padded.w..(c + 1) * padded.h * padded.w];
-            for i in 0..keep_h {
-                let gy = y0 + i;
-                let row = &plane[i * yw..i * yw + keep_w];
-                let dst = &mut out[(gy * ow + x0) * ch..];
+        // Output rows in parallel (each owns its samples of every channel).
+        out[y0 * ow * ch..(y0 + keep_h) * ow * ch].par_chunks_mut(ow * ch).enumerate().for_each(|(i, out_row)| {
+            let gy = y0 + i;
+            for c in 0..3 {
+                let row = &v[c * yh * yw + i * yw..c * yh * yw + i * yw + keep_w];
+                let res = &padded.data[c * padded.h * padded.w..(c + 1) * padded.h * padded.w];
+                let dst = &mut out_row[x0 * ch..];
                 for (j, &val) in row.iter().enumerate() {
                     let mut x = val * maxv + 0.5;
                     if s == 4 {
@@ -478,7 +479,7 @@ impl Upscaler {
                     dst[j * ch + c] = quantize(x, maxv);
                 }
             }
-        }
+        });
         Ok(())
     }
 }

@@ -504,6 +504,23 @@ __device__ void rv_map1(rv_i64 numel, const rv_strided& av, const S* a, D* out, 
             return;
         }
         const rv_i64 sa = rv_row_stride(av, N);
+        if (sa >= 0 && small && av.rank <= 2) {
+            // A view of at most two dimensions after the host's coalescing: the row of a
+            // vector with one multiply-high, not a division (constant indices: see rv_offset).
+            const rv_fastdiv fd = rv_fastdiv_make((unsigned)(av.rank == 2 ? av.dims[1] : av.dims[0]));
+            const rv_i64 ar = av.rank == 2 ? av.strides[0] : 0;
+            for (rv_i64 v = rv_global_id(); v < nv; v += rv_grid_stride()) {
+                unsigned col;
+                const unsigned row = rv_divmod((unsigned)(v * N), fd, &col);
+                S x[N];
+                rv_load_row<S, N>(a + row * ar + col * sa, sa, x);
+                VD y;
+#pragma unroll
+                for (int j = 0; j < N; ++j) y.e[j] = f(x[j]);
+                ((VD*)out)[v] = y;
+            }
+            return;
+        }
         if (sa >= 0) {
             for (rv_i64 v = rv_global_id(); v < nv; v += rv_grid_stride()) {
                 S x[N];
@@ -540,6 +557,25 @@ __device__ void rv_map2(rv_i64 numel, const rv_strided& av, const rv_strided& bv
             return;
         }
         const rv_i64 sa = rv_row_stride(av, N), sb = rv_row_stride(bv, N);
+        if (sa >= 0 && sb >= 0 && small && av.rank <= 2) {
+            // Views of at most two dimensions after the host's coalescing (a per-channel
+            // bias is [C, H*W], a scalar one dimension): the row of a vector with one
+            // multiply-high, not a division (constant indices: see rv_offset).
+            const rv_fastdiv fd = rv_fastdiv_make((unsigned)(av.rank == 2 ? av.dims[1] : av.dims[0]));
+            const rv_i64 ar = av.rank == 2 ? av.strides[0] : 0, br = av.rank == 2 ? bv.strides[0] : 0;
+            for (rv_i64 v = rv_global_id(); v < nv; v += rv_grid_stride()) {
+                unsigned col;
+                const unsigned row = rv_divmod((unsigned)(v * N), fd, &col);
+                S x[N], y[N];
+                rv_load_row<S, N>(a + row * ar + col * sa, sa, x);
+                rv_load_row<S, N>(b + row * br + col * sb, sb, y);
+                VD z;
+#pragma unroll
+                for (int j = 0; j < N; ++j) z.e[j] = f(x[j], y[j]);
+                ((VD*)out)[v] = z;
+            }
+            return;
+        }
         if (sa >= 0 && sb >= 0) {
             for (rv_i64 v = rv_global_id(); v < nv; v += rv_grid_stride()) {
                 rv_i64 oa, ob;

@@ -126,7 +126,7 @@ pub enum Grid {
     /// (the kernels loop).
     Elements(usize),
     /// Grid-stride families with 16-byte vector paths (the prelude's `rv_map1`/`rv_map2`,
-    /// fill): one thread per vector of the widest element type.
+    /// fill): one thread per four vectors of the widest element type.
     Vectors { elements: usize, widest_bytes: usize },
     /// Block-per-row families: one block of `BLOCK` threads per row, capped.
     Rows(usize),
@@ -139,8 +139,9 @@ impl Grid {
         let one_d = |blocks: u32| Ok(((blocks, 1, 1), (BLOCK, 1, 1)));
         match (self, launch) {
             (Grid::Elements(n), Launch::GridStride) => one_d(grid_for(n, BLOCK)),
+            // Four vectors per thread: the row paths set up a divider per thread.
             (Grid::Vectors { elements, widest_bytes }, Launch::GridStride) => {
-                one_d(grid_for(elements.div_ceil(16 / widest_bytes.clamp(1, 16)), BLOCK))
+                one_d(grid_for(elements.div_ceil(4 * (16 / widest_bytes.clamp(1, 16))), BLOCK))
             }
             (Grid::Rows(rows), Launch::BlockPerRow) => one_d(rows.clamp(1, 1 << 20) as u32),
             (Grid::Explicit { grid, block }, l) if !matches!(l, Launch::GridStride | Launch::BlockPerRow) => {
@@ -242,7 +243,7 @@ mod tests {
     fn grids_follow_the_family_launch_kind() {
         assert_eq!(Grid::Elements(1000).dims(Launch::GridStride).unwrap(), ((4, 1, 1), (256, 1, 1)));
         let v = Grid::Vectors { elements: 1 << 20, widest_bytes: 2 };
-        assert_eq!(v.dims(Launch::GridStride).unwrap(), ((512, 1, 1), (256, 1, 1)));
+        assert_eq!(v.dims(Launch::GridStride).unwrap(), ((128, 1, 1), (256, 1, 1)));
         assert_eq!(Grid::Rows(7).dims(Launch::BlockPerRow).unwrap(), ((7, 1, 1), (256, 1, 1)));
         assert!(Grid::Rows(7).dims(Launch::GridStride).is_err());
         assert!(Grid::Explicit { grid: (1, 1, 1), block: (32, 1, 1) }.dims(Launch::GridStride).is_err());

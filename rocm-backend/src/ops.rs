@@ -76,7 +76,8 @@ pub fn unary(op: &str, x: &DeviceArray, layout: &Layout, param: f64) -> Result<D
     if n > 0 {
         launch(
             device(x),
-            &Kernel::new(&family::UNARY, op, d)?,
+            // The ops with a parameter beyond leaky_relu's slope (powf, elu) are pointwise.hip's.
+            &Kernel::new(if family::UNARY.ops.contains(&op) { &family::UNARY } else { &family::UNARY_PARAM }, op, d)?,
             Grid::Vectors { elements: n, widest_bytes: x.dtype.size_in_bytes() },
             &mut [
                 Arg::I64(n as i64),
