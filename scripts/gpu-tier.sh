@@ -6,8 +6,8 @@
 #      scripts/gpu-tier-build.sh (carried in .device-carry/bin) against it, with
 #      ROCM_VISION_REQUIRE_GPU=1 so that a missing device fails instead of skipping;
 #   3. runs the GPU conv benchmark and, in the same call, cuDNN through PyTorch;
-#   4. writes $OUT/{machine.txt, hoc-test.log, tests.log, elementwise.{jsonl,md}, ours.jsonl, cudnn.jsonl,
-#      gpu-tier.md} (eight files: the device tool's limit).
+#   4. writes $OUT/{machine.txt, hoc-test.log, tests.log, parity.md, elementwise.log, ours.jsonl,
+#      cudnn.jsonl, gpu-tier.md} (eight files: the device tool's limit).
 # GPU_TIER_TESTS_ONLY=1 stops after the tests; GPU_TIER_TESTS='test-gpu_igemm ...' runs only
 # those test binaries. The cuDNN anchor runs in two parts so that a short call still gets
 # the half-precision anchors: CUDNN_ARGS (default: every dtype and layout) before our
@@ -36,7 +36,8 @@ for t in .device-carry/bin/test-*; do
     [[ -x $t ]] || continue
     if [[ -n ${GPU_TIER_TESTS:-} && " $GPU_TIER_TESTS " != *" $(basename "$t") "* ]]; then continue; fi
     echo "---- $t" | tee -a "$out/tests.log"
-    if ! "$t" --test-threads=1 >>"$out/tests.log" 2>&1; then
+    # --nocapture: the tests print what they measured (ratios, runs per algorithm).
+    if ! "$t" --test-threads=1 --nocapture >>"$out/tests.log" 2>&1; then
         status=1
         echo "FAILED: $t" | tee -a "$out/tests.log"
     fi
@@ -46,9 +47,10 @@ done
 # Elementwise kernels against the device copy (issue 12): GB/s and the ratio, 256 MiB tensors.
 if [[ -x .device-carry/bin/bench-gpu_elementwise && ${GPU_TIER_ELEMENTWISE:-1} == 1 ]]; then
     echo "== elementwise kernels vs device copy"
+    # JSON lines and the table in one file: the device tool returns at most eight.
     timeout "${GPU_TIER_ELEMENTWISE_SECONDS:-120}" .device-carry/bin/bench-gpu_elementwise --reps 20 \
-        >"$out/elementwise.jsonl" 2>"$out/elementwise.md" || status=1
-    cat "$out/elementwise.md"
+        >"$out/elementwise.log" 2>&1 || status=1
+    grep -E '^\||contiguous cases' "$out/elementwise.log"
 fi
 
 if [[ ${GPU_TIER_TESTS_ONLY:-0} == 1 ]]; then
