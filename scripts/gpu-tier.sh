@@ -30,6 +30,14 @@ tail -3 "$out/hoc-test.log"
 # gpu_parity writes the op x dtype parity table (issue 8) to $out/parity.md.
 export ROCM_PATH=$lib ROCM_VISION_REQUIRE_GPU=1 ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache RUST_BACKTRACE=1 \
     ROCM_VISION_PARITY_TABLE=$out/parity.md REALCUGAN_MODELS=$repo/.device-carry/apps/models
+# Every kernel module compiled once, in parallel, before the tests (they would compile each
+# on first use, one after another): rocm-vision-info from the apps payload, when staged.
+if [[ -f .device-carry/apps/bin/rocm-vision-info.xz ]]; then
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        .device-carry/apps/bin/rocm-vision-info.xz /tmp/rocm-vision-info && chmod +x /tmp/rocm-vision-info
+    echo "== kernel cache"
+    /tmp/rocm-vision-info --device rocm --warm-cache 2>&1 | tail -3 | tee -a "$out/machine.txt" || status=1
+fi
 echo "== GPU-tier tests"
 : >"$out/tests.log"
 for t in .device-carry/bin/test-*; do
