@@ -104,7 +104,7 @@ def ours_vae(logs: str, name: str) -> dict | None:
 
 SR_LINE = re.compile(
     r"^(?P<input>\S+) \((?P<w>\d+)x(?P<h>\d+).*?\) -> \S+ \((?P<ow>\d+)x(?P<oh>\d+)\).*?: (?P<variant>\S+), "
-    r"(?P<tiles>\d+) tile\(s\) of (?P<tw>\d+)x(?P<th>\d+).*?, (?P<total>[\d.]+) s \(upscale (?P<up>[\d.]+) s\)"
+    r"(?P<tiles>\d+) tile\(s\) of (?P<tw>\d+)x(?P<th>\d+).*?, (?P<total>[\d.]+) s \(upscale (?P<up>[\d.]+) s[^)]*\)"
     r"(?:, peak device memory (?P<peak>[\d.]+) (?P<unit>\w+))?", re.M)
 
 

@@ -119,6 +119,12 @@ pub struct Stats {
     pub recomputed: usize,
     /// Largest total of tile states kept between passes.
     pub cached_bytes: usize,
+    /// Where the time went: the padded input planes, the network runs (each pass up to
+    /// its pooling layer included, device work waited for at each), and the output
+    /// (download and quantisation into the image).
+    pub input_time: std::time::Duration,
+    pub network_time: std::time::Duration,
+    pub output_time: std::time::Duration,
 }
 
 /// A Real-CUGAN network with realcugan-ncnn-vulkan's processing around it.
@@ -278,7 +284,14 @@ impl Upscaler {
         let rows = split(hr, side, m);
         let cols = split(wr, side, m);
         let tile_bytes = self.tile_bytes(cols[0].len(), rows[0].len())?;
-        Ok(TilePlan { width, height, rows, cols, tile_bytes, cache_bytes: opts.cache_bytes })
+        // On a GPU the tile states kept between SE passes stay in device memory beside the
+        // next tile's run, so they share its budget (a state that does not fit is recomputed).
+        let cache_bytes = if self.net.device().is_cpu() {
+            opts.cache_bytes
+        } else {
+            opts.cache_bytes.min(opts.budget_bytes.saturating_sub(tile_bytes))
+        };
+        Ok(TilePlan { width, height, rows, cols, tile_bytes, cache_bytes })
     }
 
     /// Upscales `img` tile by tile as `plan` says.
@@ -297,10 +310,12 @@ impl Upscaler {
         if (plan.width, plan.height) != (w, h) {
             return Err(Error::Internal(format!("a plan for {}x{} used on a {w}x{h} image", plan.width, plan.height)));
         }
+        let started = std::time::Instant::now();
         let padded = self.padded_input(img);
         let (hp, wp) = (padded.h, padded.w);
         let tiles: Vec<(Range<usize>, Range<usize>)> =
             plan.rows.iter().flat_map(|r| plan.cols.iter().map(move |c| (r.clone(), c.clone()))).collect();
+        let input_time = started.elapsed();
         if plan.rows.last().map(|r| r.end + 2 * p) != Some(hp) || plan.cols.last().map(|c| c.end + 2 * p) != Some(wp) {
             return Err(Error::Internal("the tiles do not cover the rounded image".into()));
         }
@@ -380,7 +395,10 @@ impl Upscaler {
                 Stop::Pool { .. } => return Err(Error::Internal("the last pass stopped at a pooling layer".into())),
             };
             drop(run);
+            self.net.device().synchronize()?;
+            let written = std::time::Instant::now();
             self.write_tile(&y, rows, cols, &padded, img, &mut out)?;
+            stats.output_time += written.elapsed();
             progress(Progress { pass: passes, passes, done: (passes - 1) * tiles.len() + i + 1, total });
         }
 
@@ -395,6 +413,8 @@ impl Upscaler {
             Pixels::U8(_) => Pixels::U8(out.into_iter().map(|v| v as u8).collect()),
             Pixels::U16(_) => Pixels::U16(out),
         };
+        stats.input_time = input_time;
+        stats.network_time = started.elapsed().saturating_sub(input_time + stats.output_time);
         Ok((Image { width: ow, height: oh, channels: out_channels, pixels }, stats))
     }
 

@@ -360,7 +360,7 @@ fn process(
             bars,
             format!(
                 "{} ({}x{}, {}-bit{}) -> {} ({}x{}){dropped}: {variant}, {} tile(s) of {}x{} (~{} each), {} SE pass(es){}, \
-             {:.2} s (upscale {:.3} s){}",
+             {:.2} s (upscale {:.3} s: input {:.3}, network {:.3}, output {:.3}){}",
                 job.input.display(),
                 img.width,
                 img.height,
@@ -381,6 +381,9 @@ fn process(
                 },
                 started.elapsed().as_secs_f64(),
                 upscale_s,
+                stats.input_time.as_secs_f64(),
+                stats.network_time.as_secs_f64(),
+                stats.output_time.as_secs_f64(),
                 // On ROCm: the allocator's peak since the device was opened (all images so far).
                 // Held from HIP (the allocator's cache included), then what was live at once.
                 device.peak_memory().zip(device.peak_live_memory()).map_or(String::new(), |(held, live)| {
