@@ -228,6 +228,13 @@ impl Tensor {
 
     /// All elements, flattened, converted to `T`'s dtype, on the host.
     pub fn to_vec<T: WithDType>(&self) -> Result<Vec<T>> {
+        if let Storage::Rocm(r) = &self.s {
+            // Converted and compacted on the device, then read straight into the vector: the
+            // host path (download, candle's to_dtype, another copy) made Real-CUGAN's 1080p
+            // output a 0.2 s wait.
+            let c = if r.dtype() == T::DTYPE { r.contiguous()? } else { r.to_dtype(T::DTYPE)? };
+            return c.array.to_vec::<T>().map_err(|e| Error::op("to_vec", e.to_string()));
+        }
         Ok(self.to_candle()?.flatten_all()?.to_dtype(T::DTYPE)?.to_vec1::<T>()?)
     }
 
