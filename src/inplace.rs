@@ -103,8 +103,15 @@ impl Tensor {
                 && Arc::strong_count(&d.array.buffer) == 1
                 && d.layout.start_offset() == 0
             {
-                rocm_backend::ops::binary_into("add", &d.array, &d.layout, &s.array, &s.layout, &d.array)
-                    .map_err(|e| Error::op("add_assign", e.to_string()))?;
+                rocm_backend::ops::binary_into(
+                    kernels::ops::BinaryOp::Add,
+                    &d.array,
+                    &d.layout,
+                    &s.array,
+                    &s.layout,
+                    &d.array,
+                )
+                .map_err(|e| Error::op("add_assign", e.to_string()))?;
                 return Ok(self);
             }
         }

@@ -5,6 +5,7 @@
 //! convolution engine ([`conv_engine`]), which picks an algorithm whose workspace fits the
 //! budget. Weights load memory-mapped from safetensors files with [`Weights`].
 
+mod cpu;
 pub mod device;
 pub mod error;
 pub mod exact_sum;
@@ -19,5 +20,6 @@ pub use conv_engine::{Activation, Algorithm, Budget, Conv1dParams, Conv2dParams,
 pub use device::{Device, DeviceKind};
 pub use error::{Error, Result};
 pub use exact_sum::ExactSum;
-pub use tensor::{Cmp, ConvEpilogue, PadMode, Reduce, Tensor};
+pub use kernels::ops::{CmpOp, PadMode, ReduceOp};
+pub use tensor::{ConvEpilogue, Tensor};
 pub use weights::Weights;

@@ -3,7 +3,8 @@
 
 use crate::error::{Error, Result};
 use candle_core::{DType, Layout, Shape};
-use rocm_backend::ops::{self, Pad, Reduce};
+use kernels::ops::{BinaryOp, CmpOp, PadMode, PoolOp, ReduceOp, UnaryOp};
+use rocm_backend::ops;
 use rocm_backend::{DeviceArray, RocmDevice};
 use std::sync::Arc;
 
@@ -104,8 +105,8 @@ impl RocmTensor {
         RocmTensor { array: self.array.clone(), layout }
     }
 
-    pub fn unary(&self, op: &'static str, param: f64) -> Result<RocmTensor> {
-        let a = ops::unary(op, &self.array, &self.layout, param).map_err(|e| op_err(op, e))?;
+    pub fn unary(&self, op: UnaryOp, param: f64) -> Result<RocmTensor> {
+        let a = ops::unary(op, &self.array, &self.layout, param).map_err(|e| op_err(op.name(), e))?;
         Ok(RocmTensor::contiguous_new(a, self.dims()))
     }
 
@@ -114,11 +115,11 @@ impl RocmTensor {
         Ok(RocmTensor::contiguous_new(a, self.dims()))
     }
 
-    pub fn binary(&self, op: &'static str, rhs: &RocmTensor) -> Result<RocmTensor> {
-        let shape = self.layout.shape().broadcast_shape_binary_op(rhs.layout.shape(), op)?;
+    pub fn binary(&self, op: BinaryOp, rhs: &RocmTensor) -> Result<RocmTensor> {
+        let shape = self.layout.shape().broadcast_shape_binary_op(rhs.layout.shape(), op.name())?;
         let l = self.layout.broadcast_as(shape.clone())?;
         let r = rhs.layout.broadcast_as(shape.clone())?;
-        let a = ops::binary(op, &self.array, &l, &rhs.array, &r).map_err(|e| op_err(op, e))?;
+        let a = ops::binary(op, &self.array, &l, &rhs.array, &r).map_err(|e| op_err(op.name(), e))?;
         Ok(RocmTensor::contiguous_new(a, shape.dims()))
     }
 
@@ -184,7 +185,7 @@ impl RocmTensor {
     }
 
     /// Reduces dimension `dim` (kept as size 1).
-    pub fn reduce(&self, op: Reduce, dim: usize) -> Result<RocmTensor> {
+    pub fn reduce(&self, op: ReduceOp, dim: usize) -> Result<RocmTensor> {
         let dims = self.dims();
         let outer: usize = dims[..dim].iter().product();
         let inner: usize = dims[dim + 1..].iter().product();
@@ -232,7 +233,7 @@ impl RocmTensor {
         let x = self.contiguous()?;
         let w = weight.map(|t| t.contiguous()).transpose()?;
         let b = bias.map(|t| t.contiguous()).transpose()?;
-        let a = ops::group_norm(
+        let a = rocm_backend::norm::group_norm(
             &x.array,
             n,
             c,
@@ -252,7 +253,7 @@ impl RocmTensor {
         let x = self.contiguous()?;
         let w = weight.map(|t| t.contiguous()).transpose()?;
         let b = bias.map(|t| t.contiguous()).transpose()?;
-        let a = ops::layer_norm(
+        let a = rocm_backend::norm::layer_norm(
             &x.array,
             self.elem_count() / cols.max(1),
             cols,
@@ -273,7 +274,8 @@ impl RocmTensor {
     pub fn upsample_nearest2d(&self, oh: usize, ow: usize) -> Result<RocmTensor> {
         let (planes, h, w) = self.planes_hw();
         let c = self.contiguous()?;
-        let a = ops::upsample_nearest2d(&c.array, planes, h, w, oh, ow).map_err(|e| op_err("upsample_nearest2d", e))?;
+        let a = rocm_backend::resample::upsample_nearest2d(&c.array, planes, h, w, oh, ow)
+            .map_err(|e| op_err("upsample_nearest2d", e))?;
         let mut shape = self.dims().to_vec();
         let r = shape.len();
         shape[r - 2] = oh;
@@ -281,10 +283,9 @@ impl RocmTensor {
         Ok(RocmTensor::contiguous_new(a, &shape))
     }
 
-    pub fn pad2d(&self, top: usize, bottom: usize, left: usize, right: usize, reflect: bool) -> Result<RocmTensor> {
+    pub fn pad2d(&self, top: usize, bottom: usize, left: usize, right: usize, mode: PadMode) -> Result<RocmTensor> {
         let (planes, h, w) = self.planes_hw();
         let c = self.contiguous()?;
-        let mode = if reflect { Pad::Reflect } else { Pad::Zero };
         let a = ops::pad2d(&c.array, planes, h, w, top, bottom, left, right, mode).map_err(|e| op_err("pad2d", e))?;
         let mut shape = self.dims().to_vec();
         let r = shape.len();
@@ -293,14 +294,14 @@ impl RocmTensor {
         Ok(RocmTensor::contiguous_new(a, &shape))
     }
 
-    pub fn pool2d(&self, max: bool, kernel: usize, stride: usize) -> Result<RocmTensor> {
+    pub fn pool2d(&self, op: PoolOp, kernel: usize, stride: usize) -> Result<RocmTensor> {
         let (planes, h, w) = self.planes_hw();
         if kernel == 0 || stride == 0 || kernel > h || kernel > w {
             return Err(Error::op("pool2d", format!("kernel {kernel}, stride {stride} on a {h}x{w} input")));
         }
         let (oh, ow) = ((h - kernel) / stride + 1, (w - kernel) / stride + 1);
         let c = self.contiguous()?;
-        let a = ops::pool2d(&c.array, max, planes, h, w, oh, ow, kernel, stride).map_err(|e| op_err("pool2d", e))?;
+        let a = ops::pool2d(&c.array, op, planes, h, w, oh, ow, kernel, stride).map_err(|e| op_err("pool2d", e))?;
         let mut shape = self.dims().to_vec();
         let r = shape.len();
         shape[r - 2] = oh;
@@ -403,16 +404,13 @@ pub(crate) fn reduce_plan(shape: &[usize], dims: &[usize], keepdim: bool) -> Res
     Ok(ReducePlan { perm, outer, len, out_dims })
 }
 
-// The ops below give the ROCm backend candle's op surface (issue 8). `Tensor` wires them in
-// separately; until then they are reached through the GPU tests of this module and
-// rocm-backend's parity test, hence the allow.
 impl RocmTensor {
     /// `self op rhs` as u8 (1 where it holds), with broadcasting.
-    pub fn cmp(&self, op: rocm_backend::pointwise::Cmp, rhs: &RocmTensor) -> Result<RocmTensor> {
+    pub fn cmp(&self, op: CmpOp, rhs: &RocmTensor) -> Result<RocmTensor> {
         let shape = self.layout.shape().broadcast_shape_binary_op(rhs.layout.shape(), "cmp")?;
         let l = self.layout.broadcast_as(shape.clone())?;
         let r = rhs.layout.broadcast_as(shape.clone())?;
-        let a = rocm_backend::pointwise::cmp(op, &self.array, &l, &rhs.array, &r).map_err(|e| op_err("cmp", e))?;
+        let a = rocm_backend::compare::cmp(op, &self.array, &l, &rhs.array, &r).map_err(|e| op_err("cmp", e))?;
         Ok(RocmTensor::contiguous_new(a, shape.dims()))
     }
 
@@ -430,7 +428,7 @@ impl RocmTensor {
                 ),
             ));
         }
-        let a = rocm_backend::pointwise::where_cond(
+        let a = rocm_backend::compare::where_cond(
             &self.array,
             &self.layout,
             &on_true.array,
@@ -439,16 +437,6 @@ impl RocmTensor {
             &on_false.layout,
         )
         .map_err(|e| op_err("where_cond", e))?;
-        Ok(RocmTensor::contiguous_new(a, self.dims()))
-    }
-
-    pub fn powf(&self, e: f64) -> Result<RocmTensor> {
-        let a = rocm_backend::pointwise::powf(&self.array, &self.layout, e).map_err(|e| op_err("powf", e))?;
-        Ok(RocmTensor::contiguous_new(a, self.dims()))
-    }
-
-    pub fn elu(&self, alpha: f64) -> Result<RocmTensor> {
-        let a = rocm_backend::pointwise::elu(&self.array, &self.layout, alpha).map_err(|e| op_err("elu", e))?;
         Ok(RocmTensor::contiguous_new(a, self.dims()))
     }
 
@@ -489,8 +477,8 @@ impl RocmTensor {
 
     /// Sum / max / min over several dimensions at once (one pass: the reduced dimensions
     /// are moved last), or argmax / argmin over one; `keepdim` keeps them as size 1.
-    pub fn reduce_dims(&self, op: Reduce, dims: &[usize], keepdim: bool) -> Result<RocmTensor> {
-        if matches!(op, Reduce::ArgMax | Reduce::ArgMin) && dims.len() != 1 {
+    pub fn reduce_dims(&self, op: ReduceOp, dims: &[usize], keepdim: bool) -> Result<RocmTensor> {
+        if op.is_arg() && dims.len() != 1 {
             return Err(Error::op("reduce", format!("{op:?} reduces exactly one dimension, got {dims:?}")));
         }
         let plan = reduce_plan(self.dims(), dims, keepdim)?;
@@ -504,8 +492,15 @@ impl RocmTensor {
         let cols = *self.dims().last().ok_or_else(|| Error::op("rms_norm", "a 0-D tensor"))?;
         let x = self.contiguous()?;
         let w = weight.map(|t| t.contiguous()).transpose()?;
-        let a = ops::rms_norm(&x.array, self.elem_count() / cols.max(1), cols, w.as_ref().map(|t| &t.array), None, eps)
-            .map_err(|e| op_err("rms_norm", e))?;
+        let a = rocm_backend::norm::rms_norm(
+            &x.array,
+            self.elem_count() / cols.max(1),
+            cols,
+            w.as_ref().map(|t| &t.array),
+            None,
+            eps,
+        )
+        .map_err(|e| op_err("rms_norm", e))?;
         Ok(RocmTensor::contiguous_new(a, self.dims()))
     }
 
@@ -596,10 +591,10 @@ mod tests {
             let d = (a - b).unwrap().abs().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
             assert!(d <= 1e-5, "max difference {d}");
         };
-        close(&g.reduce_dims(Reduce::Sum, &[1, 3], true).unwrap(), &x.sum_keepdim((1, 3)).unwrap());
-        close(&g.reduce_dims(Reduce::Max, &[2], false).unwrap(), &x.max(2).unwrap());
-        close(&g.powf(2.0).unwrap(), &x.powf(2.0).unwrap());
-        close(&g.elu(0.7).unwrap(), &x.elu(0.7).unwrap());
+        close(&g.reduce_dims(ReduceOp::Sum, &[1, 3], true).unwrap(), &x.sum_keepdim((1, 3)).unwrap());
+        close(&g.reduce_dims(ReduceOp::Max, &[2], false).unwrap(), &x.max(2).unwrap());
+        close(&g.unary(UnaryOp::Powf, 2.0).unwrap(), &x.powf(2.0).unwrap());
+        close(&g.unary(UnaryOp::Elu, 0.7).unwrap(), &x.elu(0.7).unwrap());
         let t = g.transpose(2, 3).unwrap();
         close(
             &t.upsample_bilinear2d(7, 9, false).unwrap(),
@@ -608,7 +603,7 @@ mod tests {
         let ids = RocmTensor::from_slice(&dev, &[2u32, 0, 2], &[3]).unwrap();
         let cids = candle_core::Tensor::new(&[2u32, 0, 2], &cpu).unwrap();
         close(&g.index_select(&ids, 1).unwrap(), &x.index_select(&cids, 1).unwrap());
-        let m = g.cmp(rocm_backend::pointwise::Cmp::Gt, &g.affine(0.0, 0.0).unwrap()).unwrap();
+        let m = g.cmp(CmpOp::Gt, &g.affine(0.0, 0.0).unwrap()).unwrap();
         let zeros = x.zeros_like().unwrap();
         close(
             &m.where_cond(&g, &g.affine(0.0, 0.0).unwrap()).unwrap(),

@@ -146,6 +146,11 @@ fn every_op_matches_the_cpu() {
             &xg.pad2d(2, 1, 3, 2, PadMode::Reflect).unwrap(),
             &xc.pad2d(2, 1, 3, 2, PadMode::Reflect).unwrap(),
         );
+        close(
+            "pad2d replicate",
+            &xg.pad2d(4, 1, 0, 2, PadMode::Replicate).unwrap(),
+            &xc.pad2d(4, 1, 0, 2, PadMode::Replicate).unwrap(),
+        );
         // Shape.
         close("reshape", &xg.reshape(&[12, 63]).unwrap(), &xc.reshape(&[12, 63]).unwrap());
         close(
@@ -244,7 +249,7 @@ fn attention_and_to_device_round_trip() {
 /// several dimensions, 1-D / bilinear resampling, RMS norm, random) on ROCm against the CPU.
 #[test]
 fn parity_ops_match_the_cpu() {
-    use rocm_vision::{Cmp, Reduce};
+    use rocm_vision::{CmpOp, ReduceOp};
     let Some(g) = gpu() else { return };
     let cpu = Device::cpu();
     let mut rng = StdRng::seed_from_u64(23);
@@ -253,19 +258,19 @@ fn parity_ops_match_the_cpu() {
         let (xc, xg) = rand_pair(&mut rng, &[2, 5, 6, 7], dt, &g);
         let (yc, yg) = rand_pair(&mut rng, &[2, 5, 6, 7], dt, &g);
         let (bc, bg) = rand_pair(&mut rng, &[5, 1, 7], dt, &g);
-        for op in Cmp::ALL {
+        for op in CmpOp::ALL {
             close(&format!("cmp {op:?}"), &xg.cmp(op, &yg).unwrap(), &xc.cmp(op, &yc).unwrap());
             close(&format!("cmp {op:?} broadcast"), &xg.cmp(op, &bg).unwrap(), &xc.cmp(op, &bc).unwrap());
             checked += 2;
         }
-        let (mc, mg) = (xc.cmp(Cmp::Gt, &yc).unwrap(), xg.cmp(Cmp::Gt, &yg).unwrap());
+        let (mc, mg) = (xc.cmp(CmpOp::Gt, &yc).unwrap(), xg.cmp(CmpOp::Gt, &yg).unwrap());
         close("where_cond", &mg.where_cond(&xg, &yg).unwrap(), &mc.where_cond(&xc, &yc).unwrap());
         let xt = |t: &Tensor| t.transpose(2, 3).unwrap();
         close("powf", &xg.abs().unwrap().powf(1.7).unwrap(), &xc.abs().unwrap().powf(1.7).unwrap());
         close("elu transposed", &xt(&xg).elu(0.8).unwrap(), &xt(&xc).elu(0.8).unwrap());
         checked += 3;
         for (dims, keep) in [(vec![1usize], true), (vec![3, 1], false), (vec![0, 2, 3], true)] {
-            for op in [Reduce::Sum, Reduce::Max, Reduce::Min] {
+            for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
                 close(
                     &format!("reduce {op:?} {dims:?} keepdim {keep}"),
                     &xg.reduce(op, &dims, keep).unwrap(),
@@ -274,7 +279,7 @@ fn parity_ops_match_the_cpu() {
                 checked += 1;
             }
         }
-        for op in [Reduce::ArgMax, Reduce::ArgMin] {
+        for op in [ReduceOp::ArgMax, ReduceOp::ArgMin] {
             close(
                 &format!("{op:?} narrowed"),
                 &xg.narrow(3, 1, 5).unwrap().reduce(op, &[3], false).unwrap(),

@@ -108,7 +108,7 @@ fn activations_and_softmax_match_definition() {
 }
 
 #[test]
-fn reflect_and_zero_padding_match_pytorch_semantics() {
+fn reflect_zero_and_replicate_padding_match_pytorch_semantics() {
     let dev = Device::cpu();
     let x = Tensor::from_vec((0..12).map(|v| v as f32).collect::<Vec<_>>(), &[1, 1, 3, 4], &dev).unwrap();
     let r = x.pad2d(1, 2, 2, 1, PadMode::Reflect).unwrap();
@@ -123,6 +123,12 @@ fn reflect_and_zero_padding_match_pytorch_semantics() {
     assert_eq!(z.to_vec::<f32>().unwrap()[..5], [0.0, 0.0, 1.0, 2.0, 3.0]);
     let e = x.pad2d(3, 0, 0, 0, PadMode::Reflect).unwrap_err().to_string();
     assert!(e.contains("smaller than the padded dimension (3)"), "{e}");
+    // Replicate repeats the edge, however far: rows [0, 0, 1, 2, 2, 2, 2], columns [0, 1, 2, 3, 3].
+    let p = x.pad2d(1, 3, 0, 1, PadMode::Replicate).unwrap();
+    assert_eq!(p.dims(), [1, 1, 7, 5]);
+    let (rows, cols) = ([0, 0, 1, 2, 2, 2, 2], [0, 1, 2, 3, 3]);
+    let want: Vec<f64> = rows.iter().flat_map(|r| cols.iter().map(move |c| (r * 4 + c) as f64)).collect();
+    assert_eq!(p.to_vec::<f64>().unwrap(), want);
 }
 
 #[test]
@@ -234,14 +240,14 @@ fn shape_ops_agree_with_candle() {
 
 #[test]
 fn reductions_over_several_dimensions_match_definition() {
-    use rocm_vision::Reduce;
+    use rocm_vision::ReduceOp;
     let mut rng = StdRng::seed_from_u64(rng_seed());
     let shape = [2usize, 3, 4, 5];
     let idx = |a: usize, b: usize, c: usize, d: usize| ((a * 3 + b) * 4 + c) * 5 + d;
     for dt in DTYPES {
         let (t, x) = tensor(&mut rng, &shape, dt);
         // Over dims 1 and 3 (given out of order), without keepdim: shape [2, 4].
-        for op in [Reduce::Sum, Reduce::Max, Reduce::Min] {
+        for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
             let got = t.reduce(op, &[3, 1], false).unwrap();
             assert_eq!(got.dims(), [2, 4]);
             let mut want = Vec::new();
@@ -249,8 +255,8 @@ fn reductions_over_several_dimensions_match_definition() {
                 for c in 0..4 {
                     let vals = (0..3).flat_map(|b| (0..5).map(move |d| (b, d))).map(|(b, d)| x[idx(a, b, c, d)]);
                     want.push(match op {
-                        Reduce::Sum => vals.sum(),
-                        Reduce::Max => vals.fold(f64::MIN, f64::max),
+                        ReduceOp::Sum => vals.sum(),
+                        ReduceOp::Max => vals.fold(f64::MIN, f64::max),
                         _ => vals.fold(f64::MAX, f64::min),
                     });
                 }
@@ -262,7 +268,7 @@ fn reductions_over_several_dimensions_match_definition() {
             }
             assert_eq!(t.reduce(op, &[3, 1], true).unwrap().dims(), [2, 1, 4, 1]);
         }
-        let arg = t.reduce(Reduce::ArgMax, &[2], false).unwrap();
+        let arg = t.reduce(ReduceOp::ArgMax, &[2], false).unwrap();
         assert_eq!((arg.dims(), arg.dtype()), (&[2usize, 3, 5][..], DType::U32));
         let arg = arg.to_vec::<u32>().unwrap();
         for a in 0..2 {
@@ -278,16 +284,16 @@ fn reductions_over_several_dimensions_match_definition() {
 
 #[test]
 fn parity_ops_reject_bad_arguments_by_name() {
-    use rocm_vision::{Cmp, Reduce};
+    use rocm_vision::{CmpOp, ReduceOp};
     let cpu = Device::cpu();
     let x = Tensor::zeros(&[2, 3], DType::F32, &cpu).unwrap();
     let h = Tensor::zeros(&[2, 3], DType::F16, &cpu).unwrap();
     let msg = |r: rocm_vision::Result<Tensor>| r.unwrap_err().to_string();
-    assert!(msg(x.reduce(Reduce::Sum, &[1, 1], true)).contains("distinct"));
-    assert!(msg(x.reduce(Reduce::Sum, &[2], true)).contains("[2, 3]"));
-    assert!(msg(x.reduce(Reduce::ArgMax, &[0, 1], true)).contains("exactly one"));
+    assert!(msg(x.reduce(ReduceOp::Sum, &[1, 1], true)).contains("distinct"));
+    assert!(msg(x.reduce(ReduceOp::Sum, &[2], true)).contains("[2, 3]"));
+    assert!(msg(x.reduce(ReduceOp::ArgMax, &[0, 1], true)).contains("exactly one"));
     assert!(msg(x.where_cond(&x, &x)).contains("u8"));
-    assert!(msg(x.cmp(Cmp::Lt, &h)).contains("dtypes differ"));
+    assert!(msg(x.cmp(CmpOp::Lt, &h)).contains("dtypes differ"));
     assert!(msg(x.rms_norm(Some(&x), 1e-5)).contains("expected [3]"));
     assert!(msg(Tensor::rand_uniform(&[4], (1.0, 0.0), 1, 0, DType::F32, &cpu)).contains("above"));
     assert!(msg(Tensor::rand_normal(&[4], (0.0, -1.0), 1, 0, DType::F32, &cpu)).contains("negative"));

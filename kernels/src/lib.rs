@@ -1,4 +1,6 @@
-//! GPU kernel sources of rocm-vision and a registry of their entry points.
+//! GPU kernel sources of rocm-vision and a registry of their entry points, and [`ops`]: the
+//! op vocabulary (unary, binary, comparison, reduction, pooling, padding) that every device
+//! shares, named as the registry names them.
 //!
 //! Every kernel is written once, in the C++ dialect that HIP (hipcc, hiprtc) and CUDA
 //! (nvcc, NVRTC) share. [`PRELUDE`] (`prelude.h`) maps the few names that differ between the
@@ -32,6 +34,7 @@
 
 mod abi;
 mod igemm_configs;
+pub mod ops;
 mod registry;
 
 pub use abi::{

@@ -9,6 +9,7 @@
 //! `cargo bench -p rocm-backend --bench gpu_elementwise -- [--reps N] [--mib M]`
 
 use candle_core::{DType, Layout};
+use kernels::ops::{BinaryOp, UnaryOp};
 use rocm_backend::{DeviceArray, RocmDevice, ops};
 use std::sync::Arc;
 
@@ -60,37 +61,42 @@ fn main() {
         let copy_ms = time(&dev, reps, || out.buffer.copy_from(0, &x.buffer, 0, n * es).expect("copy"));
         let copy_rate = 2.0 * bytes / (copy_ms * 1e-3);
         let cases: Vec<(&str, bool, f64, Box<dyn Fn()>)> = vec![
-            ("unary silu", true, 2.0 * bytes, Box::new(|| drop(ops::unary("silu", &x, &full, 0.0).expect("unary")))),
+            (
+                "unary silu",
+                true,
+                2.0 * bytes,
+                Box::new(|| drop(ops::unary(UnaryOp::Silu, &x, &full, 0.0).expect("unary"))),
+            ),
             (
                 "unary leaky_relu",
                 true,
                 2.0 * bytes,
-                Box::new(|| drop(ops::unary("leaky_relu", &x, &full, 0.1).expect("unary"))),
+                Box::new(|| drop(ops::unary(UnaryOp::LeakyRelu, &x, &full, 0.1).expect("unary"))),
             ),
             ("affine", true, 2.0 * bytes, Box::new(|| drop(ops::affine(&x, &full, 0.5, 1.0).expect("affine")))),
             (
                 "binary add",
                 true,
                 3.0 * bytes,
-                Box::new(|| drop(ops::binary("add", &x, &full, &y, &full).expect("binary"))),
+                Box::new(|| drop(ops::binary(BinaryOp::Add, &x, &full, &y, &full).expect("binary"))),
             ),
             (
                 "binary add, per-channel bias",
                 true,
                 2.0 * bytes,
-                Box::new(|| drop(ops::binary("add", &x, &full, &bias, &per_channel).expect("binary"))),
+                Box::new(|| drop(ops::binary(BinaryOp::Add, &x, &full, &bias, &per_channel).expect("binary"))),
             ),
             (
                 "binary mul, scalar",
                 true,
                 2.0 * bytes,
-                Box::new(|| drop(ops::binary("mul", &x, &full, &scalar, &per_scalar).expect("binary"))),
+                Box::new(|| drop(ops::binary(BinaryOp::Mul, &x, &full, &scalar, &per_scalar).expect("binary"))),
             ),
             (
                 "add in place",
                 true,
                 3.0 * bytes,
-                Box::new(|| ops::binary_into("add", &x, &full, &y, &full, &x).expect("binary_into")),
+                Box::new(|| ops::binary_into(BinaryOp::Add, &x, &full, &y, &full, &x).expect("binary_into")),
             ),
             (
                 "cast",
@@ -108,7 +114,7 @@ fn main() {
                 "unary silu, strided view",
                 false,
                 2.0 * bytes,
-                Box::new(|| drop(ops::unary("silu", &x, &transposed, 0.0).expect("unary"))),
+                Box::new(|| drop(ops::unary(UnaryOp::Silu, &x, &transposed, 0.0).expect("unary"))),
             ),
         ];
         let line = |case: &str, contiguous: bool, moved: f64, ms: f64| {

@@ -6,12 +6,15 @@
 //! but no GPU, [`RocmError::NoDevice`].
 //!
 //! A [`RocmDevice`] owns one stream, a budgeted caching [`Allocator`](alloc::Allocator)
-//! and a kernel [`Jit`](jit::Jit) with an on-disk code-object cache. [`ops`] are the
-//! tensor operations on [`DeviceArray`]s; [`conv`] runs the conv engine's plans.
+//! and a kernel [`Jit`](jit::Jit) with an on-disk code-object cache. The tensor operations
+//! on [`DeviceArray`]s are [`ops`] (elementwise, reductions, copies), [`compare`], [`norm`],
+//! [`indexing`], [`resample`] and [`random`], named by the op vocabulary of
+//! [`kernels::ops`]; [`conv`] runs the conv engine's plans.
 
 pub mod alloc;
 pub mod blas;
 pub mod buffer;
+pub mod compare;
 pub mod conv;
 pub mod device;
 pub mod error;
@@ -20,8 +23,8 @@ pub mod jit;
 pub mod launch;
 #[cfg(feature = "miopen")]
 pub mod miopen;
+pub mod norm;
 pub mod ops;
-pub mod pointwise;
 pub mod random;
 pub mod resample;
 pub mod runtime;

@@ -1,6 +1,8 @@
-//! Tensor operations on device arrays: each is one or two kernel launches on the
+//! Elementwise, reduction and copy operations on device arrays, and the helpers every op
+//! module shares (dtype mapping, view checks): each op is one or two kernel launches on the
 //! device's stream, with the input read through its candle `Layout` (strides, offset).
-//! Outputs are new contiguous arrays.
+//! Outputs are new contiguous arrays. The ops are named by [`kernels::ops`], the vocabulary
+//! the CPU path shares.
 
 use crate::buffer::DeviceArray;
 use crate::device::RocmDevice;
@@ -9,6 +11,7 @@ use crate::launch::{Arg, BLOCK, Grid, Kernel, launch};
 use candle_core::{DType, Layout};
 use kernels::StridedLayout;
 use kernels::family;
+use kernels::ops::{BinaryOp, PadMode, PoolOp, ReduceOp, UnaryOp};
 use std::sync::Arc;
 
 /// The kernels' dtype for a candle dtype.
@@ -33,7 +36,6 @@ pub(crate) fn float_only(op: &'static str, dtype: DType) -> Result<kernels::DTyp
     Ok(d)
 }
 
-/// The view `layout` describes, as the kernels take it.
 /// The view `layout` describes with its mergeable dimensions merged (for the elementwise
 /// kernels, whose index arithmetic is their cost on views).
 pub fn coalesced(layout: &Layout) -> Result<StridedLayout> {
@@ -48,6 +50,7 @@ pub fn coalesced2(a: &Layout, b: &Layout) -> Result<[StridedLayout; 2]> {
         .map_err(|e| RocmError::op("layout", format!("{:?}: {e}", a.dims())))
 }
 
+/// The view `layout` describes, as the kernels take it.
 pub fn strided(layout: &Layout) -> Result<StridedLayout> {
     StridedLayout::new(layout.dims(), layout.stride())
         .map_err(|e| RocmError::op("layout", format!("{:?}: {e}", layout.dims())))
@@ -67,18 +70,33 @@ fn device(x: &DeviceArray) -> &Arc<RocmDevice> {
     x.device()
 }
 
-/// `out = op(x)` for the unary ops of the kernels crate (`param`: leaky_relu's slope).
-pub fn unary(op: &str, x: &DeviceArray, layout: &Layout, param: f64) -> Result<DeviceArray> {
-    check_view("unary", x, layout)?;
-    let d = float_only("unary", x.dtype)?;
+/// `out = op(x)` (`param`: leaky_relu's slope, powf's exponent, elu's alpha; ignored by the
+/// other ops).
+pub fn unary(op: UnaryOp, x: &DeviceArray, layout: &Layout, param: f64) -> Result<DeviceArray> {
+    check_view(op.name(), x, layout)?;
+    let d = float_only(op.name(), x.dtype)?;
+    let vector_path = match op {
+        UnaryOp::Powf | UnaryOp::Elu => {
+            if !param.is_finite() {
+                return Err(RocmError::op(op.name(), format!("the parameter must be finite, got {param}")));
+            }
+            // Kernels of pointwise.hip: one element per thread, no 16-byte vector path.
+            false
+        }
+        _ => true,
+    };
     let n = layout.shape().elem_count();
     let out = DeviceArray::alloc(device(x), x.dtype, n)?;
     if n > 0 {
+        let grid = if vector_path {
+            Grid::Vectors { elements: n, widest_bytes: x.dtype.size_in_bytes() }
+        } else {
+            Grid::Elements(n)
+        };
         launch(
             device(x),
-            // The ops with a parameter beyond leaky_relu's slope (powf, elu) are pointwise.hip's.
-            &Kernel::new(if family::UNARY.ops.contains(&op) { &family::UNARY } else { &family::UNARY_PARAM }, op, d)?,
-            Grid::Vectors { elements: n, widest_bytes: x.dtype.size_in_bytes() },
+            &Kernel::new(op.family(), op.name(), d)?,
+            grid,
             &mut [
                 Arg::I64(n as i64),
                 Arg::Strided(coalesced(layout)?),
@@ -117,7 +135,13 @@ pub fn affine(x: &DeviceArray, layout: &Layout, mul: f64, add: f64) -> Result<De
 
 /// `out = lhs op rhs`; both layouts already broadcast to the output shape (stride 0 on
 /// broadcast dimensions).
-pub fn binary(op: &str, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rhs_l: &Layout) -> Result<DeviceArray> {
+pub fn binary(
+    op: BinaryOp,
+    lhs: &DeviceArray,
+    lhs_l: &Layout,
+    rhs: &DeviceArray,
+    rhs_l: &Layout,
+) -> Result<DeviceArray> {
     let out = DeviceArray::alloc(device(lhs), lhs.dtype, lhs_l.shape().elem_count())?;
     binary_into(op, lhs, lhs_l, rhs, rhs_l, &out)?;
     Ok(out)
@@ -127,7 +151,7 @@ pub fn binary(op: &str, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rh
 /// `lhs` itself when `lhs_l` is contiguous from offset 0: elementwise ops read each
 /// element before writing it).
 pub fn binary_into(
-    op: &str,
+    op: BinaryOp,
     lhs: &DeviceArray,
     lhs_l: &Layout,
     rhs: &DeviceArray,
@@ -160,7 +184,7 @@ pub fn binary_into(
         let views = coalesced2(lhs_l, rhs_l)?;
         launch(
             device(lhs),
-            &Kernel::new(&family::BINARY, op, d)?,
+            &Kernel::new(op.family(), op.name(), d)?,
             Grid::Vectors { elements: n, widest_bytes: lhs.dtype.size_in_bytes() },
             &mut [
                 Arg::I64(n as i64),
@@ -325,43 +349,9 @@ pub fn copy2d(
     )
 }
 
-/// Reduction kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reduce {
-    Sum,
-    Max,
-    Min,
-    ArgMax,
-    ArgMin,
-}
-
-impl Reduce {
-    fn name(self) -> &'static str {
-        match self {
-            Reduce::Sum => "sum",
-            Reduce::Max => "max",
-            Reduce::Min => "min",
-            Reduce::ArgMax => "argmax",
-            Reduce::ArgMin => "argmin",
-        }
-    }
-
-    fn is_arg(self) -> bool {
-        matches!(self, Reduce::ArgMax | Reduce::ArgMin)
-    }
-
-    fn lastdim_family(self) -> &'static kernels::Family {
-        if self.is_arg() { &family::ARGREDUCE_LASTDIM } else { &family::REDUCE_LASTDIM }
-    }
-
-    fn strided_family(self) -> &'static kernels::Family {
-        if self.is_arg() { &family::ARGREDUCE_STRIDED } else { &family::REDUCE_STRIDED }
-    }
-}
-
 /// Reduces the middle dimension of a contiguous `[outer, len, inner]` array. Arg
 /// reductions return u32 indices.
-pub fn reduce(op: Reduce, x: &DeviceArray, outer: usize, len: usize, inner: usize) -> Result<DeviceArray> {
+pub fn reduce(op: ReduceOp, x: &DeviceArray, outer: usize, len: usize, inner: usize) -> Result<DeviceArray> {
     let d = float_only("reduce", x.dtype)?;
     if outer * len * inner != x.len {
         return Err(RocmError::op(
@@ -463,189 +453,6 @@ pub fn softmax_last_dim(x: &DeviceArray, rows: usize, cols: usize) -> Result<Dev
     Ok(out)
 }
 
-/// Group normalisation of a contiguous `[n, c, hw]` array, optional affine and fused SiLU.
-#[allow(clippy::too_many_arguments)]
-pub fn group_norm(
-    x: &DeviceArray,
-    n: usize,
-    c: usize,
-    hw: usize,
-    groups: usize,
-    gamma: Option<&DeviceArray>,
-    beta: Option<&DeviceArray>,
-    eps: f64,
-    silu: bool,
-) -> Result<DeviceArray> {
-    let d = float_only("group_norm", x.dtype)?;
-    if n * c * hw != x.len || groups == 0 || c % groups != 0 {
-        return Err(RocmError::op(
-            "group_norm",
-            format!("[{n}, {c}, {hw}] with {groups} groups does not fit a {}-element array", x.len),
-        ));
-    }
-    for t in [gamma, beta].into_iter().flatten() {
-        if t.len != c || t.dtype != x.dtype {
-            return Err(RocmError::op(
-                "group_norm",
-                format!("affine parameter has {} {:?} elements, expected {c} {:?}", t.len, t.dtype, x.dtype),
-            ));
-        }
-    }
-    let out = DeviceArray::alloc(device(x), x.dtype, x.len)?;
-    if x.len == 0 {
-        return Ok(out);
-    }
-    // Enough slices per group to fill the GPU, each slice at least a few thousand values.
-    let per_group = (c / groups) * hw;
-    let chunks = per_group.div_ceil(8192).clamp(1, 256);
-    let partial = DeviceArray::alloc(device(x), DType::F32, n * groups * chunks * 3)?;
-    let grid = (chunks as u32, groups as u32, n as u32);
-    launch(
-        device(x),
-        &Kernel::new(&family::GROUP_NORM_STATS, "", d)?,
-        Grid::Explicit { grid, block: (BLOCK, 1, 1) },
-        &mut [
-            Arg::I32(n as i32),
-            Arg::I32(c as i32),
-            Arg::I64(hw as i64),
-            Arg::I32(groups as i32),
-            Arg::I32(chunks as i32),
-            Arg::Ptr(x.ptr_at(0)),
-            Arg::Ptr(partial.ptr_at(0)),
-        ],
-    )?;
-    launch(
-        device(x),
-        &Kernel::new(&family::GROUP_NORM_APPLY, "", d)?,
-        Grid::Explicit { grid, block: (BLOCK, 1, 1) },
-        &mut [
-            Arg::I32(n as i32),
-            Arg::I32(c as i32),
-            Arg::I64(hw as i64),
-            Arg::I32(groups as i32),
-            Arg::I32(chunks as i32),
-            Arg::Ptr(partial.ptr_at(0)),
-            Arg::F64(eps),
-            Arg::Ptr(gamma.map_or(0, |g| g.ptr_at(0))),
-            Arg::Ptr(beta.map_or(0, |b| b.ptr_at(0))),
-            Arg::Ptr(x.ptr_at(0)),
-            Arg::Ptr(out.ptr_at(0)),
-            Arg::I32(silu as i32),
-        ],
-    )?;
-    Ok(out)
-}
-
-/// Layer normalisation over the last dimension of a contiguous `[rows, cols]` array.
-pub fn layer_norm(
-    x: &DeviceArray,
-    rows: usize,
-    cols: usize,
-    gamma: Option<&DeviceArray>,
-    beta: Option<&DeviceArray>,
-    eps: f64,
-) -> Result<DeviceArray> {
-    row_norm("layer_norm", x, rows, cols, gamma, beta, eps)
-}
-
-/// RMS normalisation over the last dimension of a contiguous `[rows, cols]` array:
-/// `x / sqrt(mean(x²) + eps) · gamma (+ beta)` (candle_nn's `rms_norm` has gamma only).
-pub fn rms_norm(
-    x: &DeviceArray,
-    rows: usize,
-    cols: usize,
-    gamma: Option<&DeviceArray>,
-    beta: Option<&DeviceArray>,
-    eps: f64,
-) -> Result<DeviceArray> {
-    row_norm("rms_norm", x, rows, cols, gamma, beta, eps)
-}
-
-fn row_norm(
-    name: &'static str,
-    x: &DeviceArray,
-    rows: usize,
-    cols: usize,
-    gamma: Option<&DeviceArray>,
-    beta: Option<&DeviceArray>,
-    eps: f64,
-) -> Result<DeviceArray> {
-    let d = float_only(name, x.dtype)?;
-    if rows * cols != x.len {
-        return Err(RocmError::op(name, format!("[{rows}, {cols}] does not cover a {}-element array", x.len)));
-    }
-    for t in [gamma, beta].into_iter().flatten() {
-        if t.len != cols || t.dtype != x.dtype {
-            return Err(RocmError::op(
-                "layer_norm",
-                format!("affine parameter has {} {:?} elements, expected {cols} {:?}", t.len, t.dtype, x.dtype),
-            ));
-        }
-    }
-    let out = DeviceArray::alloc(device(x), x.dtype, x.len)?;
-    if x.len > 0 {
-        launch(
-            device(x),
-            &Kernel::new(&family::ROW_NORM, name, d)?,
-            Grid::Rows(rows),
-            &mut [
-                Arg::I64(rows as i64),
-                Arg::I64(cols as i64),
-                Arg::F64(eps),
-                Arg::Ptr(gamma.map_or(0, |g| g.ptr_at(0))),
-                Arg::Ptr(beta.map_or(0, |b| b.ptr_at(0))),
-                Arg::Ptr(x.ptr_at(0)),
-                Arg::Ptr(out.ptr_at(0)),
-            ],
-        )?;
-    }
-    Ok(out)
-}
-
-/// Nearest-neighbour resize of a contiguous `[planes, h, w]` array to `oh × ow`.
-pub fn upsample_nearest2d(
-    x: &DeviceArray,
-    planes: usize,
-    h: usize,
-    w: usize,
-    oh: usize,
-    ow: usize,
-) -> Result<DeviceArray> {
-    if planes * h * w != x.len {
-        return Err(RocmError::op(
-            "upsample_nearest2d",
-            format!("[{planes}, {h}, {w}] does not cover a {}-element array", x.len),
-        ));
-    }
-    let out = DeviceArray::alloc(device(x), x.dtype, planes * oh * ow)?;
-    if out.len > 0 {
-        let d = kernel_dtype(x.dtype)?;
-        launch(
-            device(x),
-            &Kernel::new(&family::UPSAMPLE_NEAREST2D, "", d)?,
-            Grid::Elements(out.len),
-            &mut [
-                Arg::I64(planes as i64),
-                Arg::I32(h as i32),
-                Arg::I32(w as i32),
-                Arg::I32(oh as i32),
-                Arg::I32(ow as i32),
-                Arg::Ptr(x.ptr_at(0)),
-                Arg::Ptr(out.ptr_at(0)),
-            ],
-        )?;
-    }
-    Ok(out)
-}
-
-/// Border modes of [`pad2d`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pad {
-    Zero,
-    Reflect,
-    Replicate,
-}
-
 /// Pads the last two dimensions of a contiguous `[planes, h, w]` array.
 #[allow(clippy::too_many_arguments)]
 pub fn pad2d(
@@ -657,12 +464,12 @@ pub fn pad2d(
     bottom: usize,
     left: usize,
     right: usize,
-    mode: Pad,
+    mode: PadMode,
 ) -> Result<DeviceArray> {
     if planes * h * w != x.len {
         return Err(RocmError::op("pad2d", format!("[{planes}, {h}, {w}] does not cover a {}-element array", x.len)));
     }
-    if mode == Pad::Reflect && (top >= h || bottom >= h || left >= w || right >= w) {
+    if mode == PadMode::Reflect && (top >= h || bottom >= h || left >= w || right >= w) {
         return Err(RocmError::op(
             "pad2d",
             format!(
@@ -674,14 +481,9 @@ pub fn pad2d(
     let out = DeviceArray::alloc(device(x), x.dtype, planes * oh * ow)?;
     if out.len > 0 {
         let d = kernel_dtype(x.dtype)?;
-        let name = match mode {
-            Pad::Zero => "zero",
-            Pad::Reflect => "reflect",
-            Pad::Replicate => "replicate",
-        };
         launch(
             device(x),
-            &Kernel::new(&family::PAD2D, name, d)?,
+            &Kernel::new(mode.family(), mode.name(), d)?,
             Grid::Elements(out.len),
             &mut [
                 Arg::I64(planes as i64),
@@ -704,7 +506,7 @@ pub fn pad2d(
 #[allow(clippy::too_many_arguments)]
 pub fn pool2d(
     x: &DeviceArray,
-    max: bool,
+    op: PoolOp,
     planes: usize,
     h: usize,
     w: usize,
@@ -721,7 +523,7 @@ pub fn pool2d(
     if out.len > 0 {
         launch(
             device(x),
-            &Kernel::new(&family::POOL2D, if max { "max" } else { "avg" }, d)?,
+            &Kernel::new(op.family(), op.name(), d)?,
             Grid::Elements(out.len),
             &mut [
                 Arg::I64(planes as i64),

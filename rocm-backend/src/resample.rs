@@ -1,6 +1,8 @@
-//! Resampling with candle's semantics: `upsample_nearest1d` and `upsample_bilinear2d`
-//! (align_corners true and false), kernels of `resample.hip`. The input is read through
-//! its candle `Layout` (a non-contiguous view is copied first); outputs are contiguous.
+//! Resampling with candle's semantics: `upsample_nearest1d`, `upsample_nearest2d` and
+//! `upsample_bilinear2d` (align_corners true and false), kernels of `resample.hip` (nearest-2d's
+//! of `copy.hip`). The 1-D and bilinear inputs are read through their candle `Layout` (a
+//! non-contiguous view is copied first); nearest-2d takes a contiguous array; outputs are
+//! contiguous.
 
 use crate::buffer::DeviceArray;
 use crate::error::{Result, RocmError};
@@ -85,6 +87,42 @@ pub fn upsample_nearest1d(x: &DeviceArray, layout: &Layout, target: usize) -> Re
                 Arg::I32(target as i32),
                 Arg::F64(nearest_scale(l, target)),
                 Arg::Ptr(s.ptr_at(off)),
+                Arg::Ptr(out.ptr_at(0)),
+            ],
+        )?;
+    }
+    Ok(out)
+}
+
+/// Nearest-neighbour resize of a contiguous `[planes, h, w]` array to `oh × ow`.
+pub fn upsample_nearest2d(
+    x: &DeviceArray,
+    planes: usize,
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+) -> Result<DeviceArray> {
+    if planes * h * w != x.len {
+        return Err(RocmError::op(
+            "upsample_nearest2d",
+            format!("[{planes}, {h}, {w}] does not cover a {}-element array", x.len),
+        ));
+    }
+    let out = DeviceArray::alloc(x.device(), x.dtype, planes * oh * ow)?;
+    if out.len > 0 {
+        let d = kernel_dtype(x.dtype)?;
+        launch(
+            x.device(),
+            &Kernel::new(&family::UPSAMPLE_NEAREST2D, "", d)?,
+            Grid::Elements(out.len),
+            &mut [
+                Arg::I64(planes as i64),
+                Arg::I32(h as i32),
+                Arg::I32(w as i32),
+                Arg::I32(oh as i32),
+                Arg::I32(ow as i32),
+                Arg::Ptr(x.ptr_at(0)),
                 Arg::Ptr(out.ptr_at(0)),
             ],
         )?;

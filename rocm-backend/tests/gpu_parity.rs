@@ -19,11 +19,10 @@
 mod common;
 
 use candle_core::{DType, Device, Layout, Tensor};
+use kernels::ops::{CmpOp, ReduceOp, UnaryOp};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rocm_backend::indexing::{self, ScatterMode};
-use rocm_backend::ops::{self, Reduce};
-use rocm_backend::pointwise::{self, Cmp};
-use rocm_backend::{DeviceArray, RocmDevice, random, resample};
+use rocm_backend::{DeviceArray, RocmDevice, norm, ops, random, resample};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -333,9 +332,22 @@ fn float_op(table: &mut Table, op: &str, dt: DType) -> bool {
     false
 }
 
+/// candle's op for `op`.
+fn candle_cmp(op: CmpOp) -> candle_core::op::CmpOp {
+    use candle_core::op::CmpOp as Candle;
+    match op {
+        CmpOp::Eq => Candle::Eq,
+        CmpOp::Ne => Candle::Ne,
+        CmpOp::Lt => Candle::Lt,
+        CmpOp::Le => Candle::Le,
+        CmpOp::Gt => Candle::Gt,
+        CmpOp::Ge => Candle::Ge,
+    }
+}
+
 fn check_cmp(table: &mut Table, g: &mut Gen, dt: DType) {
     let dims = [3, 5, 7];
-    for op in Cmp::ALL {
+    for op in CmpOp::ALL {
         cell(table, &format!("cmp_{}", op.name()), dt, &VIEWS, |v| {
             // Small integers, so that ties (eq, le, ge) happen often.
             g.integral = true;
@@ -345,8 +357,8 @@ fn check_cmp(table: &mut Table, g: &mut Gen, dt: DType) {
             // Broadcast also on the right: a row broadcast over dimension 1.
             let y = if v == View::Broadcast { y.narrow(1, 0, 1).broadcast(&dims) } else { y };
             poison(g.dev, DType::U8, x.l.shape().elem_count());
-            let out = pointwise::cmp(op, &x.a, &x.l, &y.a, &y.l).map_err(e2s)?;
-            compare(&download(&out, &dims)?, &x.c.cmp(&y.c, op.to_candle()).map_err(e2s)?)
+            let out = rocm_backend::compare::cmp(op, &x.a, &x.l, &y.a, &y.l).map_err(e2s)?;
+            compare(&download(&out, &dims)?, &x.c.cmp(&y.c, candle_cmp(op)).map_err(e2s)?)
         });
     }
 }
@@ -358,7 +370,7 @@ fn check_where(table: &mut Table, g: &mut Gen, dt: DType) {
         let t = g.tensor(&dims, dt, v, (-5.0, 20.0));
         let f = g.tensor(&dims, dt, if v == View::Broadcast { View::Contiguous } else { v }, (-5.0, 20.0));
         poison(g.dev, dt, m.l.shape().elem_count());
-        let out = pointwise::where_cond(&m.a, &m.l, &t.a, &t.l, &f.a, &f.l).map_err(e2s)?;
+        let out = rocm_backend::compare::where_cond(&m.a, &m.l, &t.a, &t.l, &f.a, &f.l).map_err(e2s)?;
         compare(&download(&out, &dims)?, &m.c.where_cond(&t.c, &f.c).map_err(e2s)?)
     });
 }
@@ -369,7 +381,7 @@ fn check_unary_param(table: &mut Table, g: &mut Gen, dt: DType) {
         cell(table, "powf(2.5)", dt, &VIEWS, |v| {
             let x = g.tensor(&dims, dt, v, (0.05, 3.0));
             poison(g.dev, dt, x.l.shape().elem_count());
-            let out = pointwise::powf(&x.a, &x.l, 2.5).map_err(e2s)?;
+            let out = ops::unary(UnaryOp::Powf, &x.a, &x.l, 2.5).map_err(e2s)?;
             compare(&download(&out, &dims)?, &x.c.powf(2.5).map_err(e2s)?)
         });
     }
@@ -377,7 +389,7 @@ fn check_unary_param(table: &mut Table, g: &mut Gen, dt: DType) {
         cell(table, "elu(0.7)", dt, &VIEWS, |v| {
             let x = g.tensor(&dims, dt, v, (-4.0, 4.0));
             poison(g.dev, dt, x.l.shape().elem_count());
-            let out = pointwise::elu(&x.a, &x.l, 0.7).map_err(e2s)?;
+            let out = ops::unary(UnaryOp::Elu, &x.a, &x.l, 0.7).map_err(e2s)?;
             compare(&download(&out, &dims)?, &x.c.elu(0.7).map_err(e2s)?)
         });
     }
@@ -456,7 +468,7 @@ fn check_indexing(table: &mut Table, g: &mut Gen, dt: DType) {
 
 /// Reduction through the device ops as `RocmTensor::reduce_dims` does it: reduced
 /// dimensions moved last, one pass over `[outer, len]`.
-fn reduce_gpu(x: &P, op: Reduce, dims: &[usize]) -> Res<DeviceArray> {
+fn reduce_gpu(x: &P, op: ReduceOp, dims: &[usize]) -> Res<DeviceArray> {
     let r = x.l.dims().len();
     let kept: Vec<usize> = (0..r).filter(|i| !dims.contains(i)).collect();
     let perm: Vec<usize> = kept.iter().chain(dims).copied().collect();
@@ -469,13 +481,13 @@ fn reduce_gpu(x: &P, op: Reduce, dims: &[usize]) -> Res<DeviceArray> {
 
 fn check_reduce(table: &mut Table, g: &mut Gen, dt: DType) {
     let dims = [4, 5, 6];
-    let cases: [(&str, Reduce, &[usize]); 6] = [
-        ("sum_keepdim(0, 2)", Reduce::Sum, &[0, 2]),
-        ("max_keepdim(1, 2)", Reduce::Max, &[1, 2]),
-        ("min_keepdim(0)", Reduce::Min, &[0]),
-        ("sum_keepdim(2)", Reduce::Sum, &[2]),
-        ("argmax_keepdim(1)", Reduce::ArgMax, &[1]),
-        ("argmin_keepdim(2)", Reduce::ArgMin, &[2]),
+    let cases: [(&str, ReduceOp, &[usize]); 6] = [
+        ("sum_keepdim(0, 2)", ReduceOp::Sum, &[0, 2]),
+        ("max_keepdim(1, 2)", ReduceOp::Max, &[1, 2]),
+        ("min_keepdim(0)", ReduceOp::Min, &[0]),
+        ("sum_keepdim(2)", ReduceOp::Sum, &[2]),
+        ("argmax_keepdim(1)", ReduceOp::ArgMax, &[1]),
+        ("argmin_keepdim(2)", ReduceOp::ArgMin, &[2]),
     ];
     for (name, op, rdims) in cases {
         if !FLOATS.contains(&dt) {
@@ -487,17 +499,17 @@ fn check_reduce(table: &mut Table, g: &mut Gen, dt: DType) {
             let out_dims: Vec<usize> =
                 dims.iter().enumerate().map(|(i, &d)| if rdims.contains(&i) { 1 } else { d }).collect();
             let n = out_dims.iter().product();
-            poison(g.dev, if matches!(op, Reduce::ArgMax | Reduce::ArgMin) { DType::U32 } else { dt }, n);
+            poison(g.dev, if op.is_arg() { DType::U32 } else { dt }, n);
             let out = reduce_gpu(&x, op, rdims)?;
             // candle's CPU on the upcast input for sums (see `wide`), on the dtype itself
             // for the exact ops.
             let c = &x.c;
             let cpu = match op {
-                Reduce::Sum => c.to_dtype(wide(dt)).and_then(|t| t.sum_keepdim(rdims)).and_then(|t| t.to_dtype(dt)),
-                Reduce::Max => rdims.iter().try_fold(c.clone(), |t, &d| t.max_keepdim(d)),
-                Reduce::Min => rdims.iter().try_fold(c.clone(), |t, &d| t.min_keepdim(d)),
-                Reduce::ArgMax => c.argmax_keepdim(rdims[0]),
-                Reduce::ArgMin => c.argmin_keepdim(rdims[0]),
+                ReduceOp::Sum => c.to_dtype(wide(dt)).and_then(|t| t.sum_keepdim(rdims)).and_then(|t| t.to_dtype(dt)),
+                ReduceOp::Max => rdims.iter().try_fold(c.clone(), |t, &d| t.max_keepdim(d)),
+                ReduceOp::Min => rdims.iter().try_fold(c.clone(), |t, &d| t.min_keepdim(d)),
+                ReduceOp::ArgMax => c.argmax_keepdim(rdims[0]),
+                ReduceOp::ArgMin => c.argmin_keepdim(rdims[0]),
             }
             .map_err(e2s)?;
             compare(&download(&out, &out_dims)?, &cpu)
@@ -525,7 +537,7 @@ fn check_rms_norm(table: &mut Table, g: &mut Gen, dt: DType) {
         let w = g.tensor(&[40], dt, View::Contiguous, (0.5, 1.5));
         let xc = ops::contiguous(&x.a, &x.l).map_err(e2s)?;
         poison(g.dev, dt, xc.len);
-        let out = ops::rms_norm(&xc, 18, 40, Some(&w.a), None, 1e-5).map_err(e2s)?;
+        let out = norm::rms_norm(&xc, 18, 40, Some(&w.a), None, 1e-5).map_err(e2s)?;
         // candle_nn::ops::rms_norm's definition, on the upcast input (see `wide`).
         let f = x.c.to_dtype(wide(dt)).map_err(e2s)?;
         let ms = f.sqr().and_then(|t| t.mean_keepdim(2)).map_err(e2s)?;

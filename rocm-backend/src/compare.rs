@@ -1,54 +1,16 @@
-//! Comparisons, selection and the unary ops with a parameter (candle's `cmp`,
-//! `where_cond`, `powf`, `elu`): kernels of `pointwise.hip`, each operand read through its
-//! own candle `Layout` (strides, offset, broadcast). Outputs are new contiguous arrays.
+//! Comparisons and selection by their result (candle's `cmp` and `where_cond`): u8 masks
+//! made and consumed, kernels of `pointwise.hip`, each operand read through its own candle
+//! `Layout` (strides, offset, broadcast). Outputs are new contiguous arrays. (powf and elu,
+//! the other kernels of that module, are unary ops: [`crate::ops::unary`].)
 
 use crate::buffer::DeviceArray;
 use crate::error::{Result, RocmError};
 use crate::launch::{Arg, Grid, Kernel, launch};
-use crate::ops::{check_view, float_only, kernel_dtype, strided};
+use crate::ops::{check_view, kernel_dtype, strided};
 use candle_core::{DType, Layout};
 use kernels::family;
+use kernels::ops::CmpOp;
 use std::sync::Arc;
-
-/// candle's comparison ops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cmp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl Cmp {
-    pub const ALL: [Cmp; 6] = [Cmp::Eq, Cmp::Ne, Cmp::Lt, Cmp::Le, Cmp::Gt, Cmp::Ge];
-
-    /// The `{op}` of the `cmp_{op}_{dtype}` entry points.
-    pub fn name(self) -> &'static str {
-        match self {
-            Cmp::Eq => "eq",
-            Cmp::Ne => "ne",
-            Cmp::Lt => "lt",
-            Cmp::Le => "le",
-            Cmp::Gt => "gt",
-            Cmp::Ge => "ge",
-        }
-    }
-
-    /// candle's own op.
-    pub fn to_candle(self) -> candle_core::op::CmpOp {
-        use candle_core::op::CmpOp;
-        match self {
-            Cmp::Eq => CmpOp::Eq,
-            Cmp::Ne => CmpOp::Ne,
-            Cmp::Lt => CmpOp::Lt,
-            Cmp::Le => CmpOp::Le,
-            Cmp::Gt => CmpOp::Gt,
-            Cmp::Ge => CmpOp::Ge,
-        }
-    }
-}
 
 /// Checks that the views of an elementwise op all have the output's dims. `what` names
 /// each operand in the error.
@@ -70,7 +32,7 @@ pub fn check_same_dims(op: &'static str, views: &[(&str, &Layout)]) -> Result<()
 }
 
 /// `out = (lhs op rhs) as u8`; both layouts already broadcast to the output shape.
-pub fn cmp(op: Cmp, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rhs_l: &Layout) -> Result<DeviceArray> {
+pub fn cmp(op: CmpOp, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rhs_l: &Layout) -> Result<DeviceArray> {
     check_view("cmp", lhs, lhs_l)?;
     check_view("cmp", rhs, rhs_l)?;
     if lhs.dtype != rhs.dtype {
@@ -86,7 +48,7 @@ pub fn cmp(op: Cmp, lhs: &DeviceArray, lhs_l: &Layout, rhs: &DeviceArray, rhs_l:
     if n > 0 {
         launch(
             lhs.device(),
-            &Kernel::new(&family::CMP, op.name(), d)?,
+            &Kernel::new(op.family(), op.name(), d)?,
             Grid::Elements(n),
             &mut [
                 Arg::I64(n as i64),
@@ -150,25 +112,6 @@ pub fn where_cond(
     Ok(out)
 }
 
-/// `out = x^e` (candle's `powf`).
-pub fn powf(x: &DeviceArray, layout: &Layout, e: f64) -> Result<DeviceArray> {
-    unary_param("powf", x, layout, e)
-}
-
-/// `out = x >= 0 ? x : alpha·(exp(x) − 1)` (candle's `elu`).
-pub fn elu(x: &DeviceArray, layout: &Layout, alpha: f64) -> Result<DeviceArray> {
-    unary_param("elu", x, layout, alpha)
-}
-
-fn unary_param(op: &'static str, x: &DeviceArray, layout: &Layout, param: f64) -> Result<DeviceArray> {
-    check_view(op, x, layout)?;
-    float_only(op, x.dtype)?;
-    if !param.is_finite() {
-        return Err(RocmError::op(op, format!("the parameter must be finite, got {param}")));
-    }
-    crate::ops::unary(op, x, layout, param)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,7 +128,7 @@ mod tests {
 
     #[test]
     fn every_cmp_op_has_an_entry_point() {
-        for op in Cmp::ALL {
+        for op in CmpOp::ALL {
             for d in kernels::DType::ALL {
                 let name = format!("cmp_{}_{}", op.name(), d.suffix());
                 assert!(kernels::module_of(&name).is_some(), "{name}");
@@ -193,11 +136,6 @@ mod tests {
         }
         for d in kernels::DType::ALL {
             assert!(kernels::module_of(&format!("where_u8_{}", d.suffix())).is_some());
-        }
-        for d in kernels::DType::FLOAT {
-            for op in ["powf", "elu"] {
-                assert!(kernels::module_of(&format!("unary_{op}_{}", d.suffix())).is_some());
-            }
         }
     }
 }

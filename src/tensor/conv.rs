@@ -1,0 +1,130 @@
+//! Convolutions: every one goes through the device's conv engine, with its epilogue (bias,
+//! activation, residual, scale) fused into the same pass over the output.
+
+use super::{Storage, Tensor};
+use crate::error::{Error, Result};
+use crate::rocm::RocmTensor;
+use conv_engine::{Conv1dParams, Conv2dParams};
+
+/// What a convolution applies to its output in the same pass: `out = (act(conv + bias) +
+/// residual) · scale` ([`Tensor::conv2d_fused`]).
+pub type ConvEpilogue<'a> = conv_engine::Epilogue<&'a Tensor>;
+
+impl Tensor {
+    fn conv(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        problem: conv_engine::ConvProblem,
+        op: &'static str,
+        epilogue: &ConvEpilogue<'_>,
+    ) -> Result<Tensor> {
+        self.same_device(weight, op)?;
+        if let Some(r) = epilogue.residual {
+            self.same_device(r, op)?;
+            if r.dims() != problem.output_shape() || r.dtype() != self.dtype() {
+                return Err(Error::op(
+                    op,
+                    format!(
+                        "residual is {:?} {:?}; the output is {:?} {:?}",
+                        r.dims(),
+                        r.dtype(),
+                        problem.output_shape(),
+                        self.dtype()
+                    ),
+                ));
+            }
+        }
+        match (&self.s, &weight.s) {
+            (Storage::Cpu(x), Storage::Cpu(w)) => {
+                let b = self.cpu_of(bias, op)?;
+                let r = self.cpu_of(epilogue.residual, op)?;
+                let ep = conv_engine::Epilogue { activation: epilogue.activation, residual: r, scale: epilogue.scale };
+                self.wrap_cpu(self.device.cpu_conv().run_fused(&problem, x, w, b, &ep)?)
+            }
+            (Storage::Rocm(x), Storage::Rocm(w)) => {
+                let ctx = self.device.rocm_context().expect("ROCm storage lives on a ROCm device");
+                let b = self.rocm_of(bias, op)?;
+                if let Some(b) = b
+                    && b.dims() != [problem.geometry.out_channels]
+                {
+                    return Err(Error::op(
+                        op,
+                        format!("bias has shape {:?}, expected [{}]", b.dims(), problem.geometry.out_channels),
+                    ));
+                }
+                let (x, w) = (x.contiguous()?, w.contiguous()?);
+                let b = b.map(|b| b.contiguous()).transpose()?;
+                let r = self.rocm_of(epilogue.residual, op)?.map(|r| r.contiguous()).transpose()?;
+                let ep = rocm_backend::conv::Epilogue {
+                    activation: epilogue.activation,
+                    residual: r.as_ref().map(|r| &r.array),
+                    scale: epilogue.scale,
+                };
+                let out = ctx
+                    .conv
+                    .run_fused(&problem, &x.array, &w.array, b.as_ref().map(|b| &b.array), ep)
+                    .map_err(|e| Error::op(op, e.to_string()))?;
+                self.wrap_rocm(RocmTensor::contiguous_new(out, &problem.output_shape()))
+            }
+            _ => unreachable!("same_device checked"),
+        }
+    }
+
+    /// `conv2d` with its epilogue in the same pass over the output: `out = (act(conv +
+    /// bias) + residual) · scale`, on either device (a residual must have the output's
+    /// shape and dtype). A LeakyReLU after a conv, or a resnet's residual add, then costs
+    /// no second pass over memory.
+    pub fn conv2d_fused(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        params: &Conv2dParams,
+        epilogue: &ConvEpilogue<'_>,
+    ) -> Result<Tensor> {
+        let p = conv_engine::ConvProblem::conv2d(self.dims(), weight.dims(), self.dtype(), weight.dtype(), params)?;
+        self.conv(weight, bias, p, "conv2d", epilogue)
+    }
+
+    /// `conv_transpose2d` with its epilogue in the same pass (see [`Tensor::conv2d_fused`]).
+    pub fn conv_transpose2d_fused(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        params: &Conv2dParams,
+        epilogue: &ConvEpilogue<'_>,
+    ) -> Result<Tensor> {
+        let p = conv_engine::ConvProblem::conv_transpose2d(
+            self.dims(),
+            weight.dims(),
+            self.dtype(),
+            weight.dtype(),
+            params,
+        )?;
+        self.conv(weight, bias, p, "conv_transpose2d", epilogue)
+    }
+
+    pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv2dParams) -> Result<Tensor> {
+        self.conv2d_fused(weight, bias, params, &ConvEpilogue::default())
+    }
+
+    pub fn conv_transpose2d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv2dParams) -> Result<Tensor> {
+        self.conv_transpose2d_fused(weight, bias, params, &ConvEpilogue::default())
+    }
+
+    pub fn conv1d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor> {
+        let p = conv_engine::ConvProblem::conv1d(self.dims(), weight.dims(), self.dtype(), weight.dtype(), params)?;
+        self.conv(weight, bias, p, "conv1d", &ConvEpilogue::default())
+    }
+
+    pub fn conv_transpose1d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor> {
+        let p = conv_engine::ConvProblem::conv_transpose1d(
+            self.dims(),
+            weight.dims(),
+            self.dtype(),
+            weight.dtype(),
+            params,
+        )?;
+        self.conv(weight, bias, p, "conv_transpose1d", &ConvEpilogue::default())
+    }
+}
