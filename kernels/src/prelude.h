@@ -503,7 +503,9 @@ __device__ void rv_map1(rv_i64 numel, const rv_strided& av, const S* a, D* out, 
             for (rv_i64 i = nv * N + rv_global_id(); i < numel; i += rv_grid_stride()) out[i] = f(a[i]);
             return;
         }
-        const rv_i64 sa = rv_row_stride(av, N);
+        // The row paths for 2-byte and 4-byte elements only: with 8-byte ones a vector is two
+        // values, and each path is another copy of f (f64 sin/cos then spilled SGPRs on CDNA).
+        const rv_i64 sa = N > 2 ? rv_row_stride(av, N) : -1;
         if (sa >= 0 && small && av.rank <= 2) {
             // A view of at most two dimensions after the host's coalescing: the row of a
             // vector with one multiply-high, not a division (constant indices: see rv_offset).
@@ -556,7 +558,8 @@ __device__ void rv_map2(rv_i64 numel, const rv_strided& av, const rv_strided& bv
             for (rv_i64 i = nv * N + rv_global_id(); i < numel; i += rv_grid_stride()) out[i] = f(a[i], b[i]);
             return;
         }
-        const rv_i64 sa = rv_row_stride(av, N), sb = rv_row_stride(bv, N);
+        // Row paths for 2-byte and 4-byte elements only (see rv_map1).
+        const rv_i64 sa = N > 2 ? rv_row_stride(av, N) : -1, sb = N > 2 ? rv_row_stride(bv, N) : -1;
         if (sa >= 0 && sb >= 0 && small && av.rank <= 2) {
             // Views of at most two dimensions after the host's coalescing (a per-channel
             // bias is [C, H*W], a scalar one dimension): the row of a vector with one
