@@ -231,7 +231,8 @@ def main() -> None:
         p(f"| 2x | ncnn-vulkan | – | – | – | – | – | – | did not run: {reason} |")
     for name, dtype, how in (("sr-ours-f32-whole", "f32", "whole, --vram-budget 24GiB"),
                              ("sr-ours-f16-whole", "f16", "whole, --vram-budget 24GiB"),
-                             ("sr-ours-f32-auto", "f32", "--tile auto, default 2GiB budget")):
+                             ("sr-ours-f32-auto", "f32", "--tile auto, default 2GiB budget"),
+                             ("sr-ours-f16-auto", "f16", "--tile auto, default 2GiB budget")):
         o = ours_sr(logs, name)
         if not o:
             p(f"| 2x | ours | {dtype} | {how} | – | – | – | – | {why(logs, name, st) or 'no result line'} |")
@@ -249,9 +250,10 @@ def main() -> None:
                 p(f"| {c['label']} | {c['error']} | | |")
             else:
                 p(f"| {c['label']} | {c['max_abs_levels']} | {c['mean_abs_levels']:.3f} | {c['values_over_1_level']} of {c['values']} |")
-    same = read(os.path.join(logs, "sr-whole-vs-auto.txt")).strip()
-    if same:
-        p(f"\nOurs f32 whole vs f32 --tile auto: {same} PNG files (tiling is lossless).")
+    for dt in ("f32", "f16"):
+        same = read(os.path.join(logs, f"sr-whole-vs-auto-{dt}.txt")).strip()
+        if same:
+            p(f"\nOurs {dt} whole vs {dt} --tile auto: {same} PNG files (tiling is lossless).")
 
     # ---------------------------------------------------------------- steps
     p("\n## Steps\n")

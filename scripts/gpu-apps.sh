@@ -18,7 +18,7 @@
 #   issue 7, Real-CUGAN 2x (models-se/up2x-no-denoise) on a deterministic 1920x1080 image:
 #     * ours, realcugan --device rocm on a folder of two copies of the image (the second
 #       image's upscale time is the warm figure): f32 whole image, f16 whole image, and the
-#       default f32 --tile auto within the default 2GiB budget;
+#       default f32 and f16 --tile auto within the default 2GiB budget;
 #     * ncnn through Vulkan (benches/anchors/realcugan_ncnn.py, realcugan-ncnn-vulkan's
 #       options, whole image): with Debian's Vulkan loader unpacked under the work folder
 #       and NVIDIA's ICD; when ncnn finds no Vulkan GPU, the table says so;
@@ -292,6 +292,7 @@ if [[ -f $sr/in/frame_b.png ]]; then
 
     ours_sr sr-ours-f16-whole 60 --dtype f16 --tile whole --vram-budget 24GiB
     ours_sr sr-ours-f32-auto 60 --dtype f32
+    ours_sr sr-ours-f16-auto 60 --dtype f16
 fi
 
 # Least important last: our 1024² f32 (PyTorch's f32 1024² is in its table anyway).
@@ -312,20 +313,22 @@ cmp_vae "$vae/vae-ours-f16-1k.png" "f16-$lat_1k" "$vae/ref/torch_f32_$lat_1k.npy
 cmp_vae "$vae/vae-ours-f16-2k.png" "f16-$lat_2k" "$vae/ref/torch_f32_$lat_2k.npy" "$vae/ref/torch_f16_$lat_2k.npy"
 cmp_vae "$vae/vae-ours-f32-2k.png" "f32-$lat_2k" "$vae/ref/torch_f32_$lat_2k.npy"
 cmp_vae "$vae/vae-ours-f32-1k.png" "f32-$lat_1k" "$vae/ref/torch_f32_$lat_1k.npy"
-for v in f32-whole f16-whole f32-auto; do
+for v in f32-whole f16-whole f32-auto f16-auto; do
     if [[ -f $sr/sr-ours-$v/frame_a.png && -f $sr/ncnn_vulkan.npy ]]; then
         always "cmp-sr-$v" 30 "$py_sr" benches/anchors/realcugan_ncnn.py compare --ours "$sr/sr-ours-$v/frame_a.png" \
             --ref "$sr/ncnn_vulkan.npy" --label "sr-$v" && cat "$logs/cmp-sr-$v.out" >>"$logs/compare.jsonl"
     fi
 done
-# The two f32 runs of ours must agree exactly (tiling is lossless).
-if [[ -f $sr/sr-ours-f32-whole/frame_a.png && -f $sr/sr-ours-f32-auto/frame_a.png ]]; then
-    if cmp -s "$sr/sr-ours-f32-whole/frame_a.png" "$sr/sr-ours-f32-auto/frame_a.png"; then
-        echo "identical" >"$logs/sr-whole-vs-auto.txt"
-    else
-        echo "DIFFERENT" >"$logs/sr-whole-vs-auto.txt"
+# Whole and --tile auto of the same dtype must agree exactly (tiling is lossless).
+for dt in f32 f16; do
+    if [[ -f $sr/sr-ours-$dt-whole/frame_a.png && -f $sr/sr-ours-$dt-auto/frame_a.png ]]; then
+        if cmp -s "$sr/sr-ours-$dt-whole/frame_a.png" "$sr/sr-ours-$dt-auto/frame_a.png"; then
+            echo "identical" >"$logs/sr-whole-vs-auto-$dt.txt"
+        else
+            echo "DIFFERENT" >"$logs/sr-whole-vs-auto-$dt.txt"
+        fi
     fi
-fi
+done
 
 # --- 4. summary ------------------------------------------------------------------------------
 echo "kernel cache entries after: $(ls "$ROCM_VISION_KERNEL_CACHE" 2>/dev/null | wc -l)" >>"$logs/machine.txt"

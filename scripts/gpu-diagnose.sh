@@ -81,8 +81,9 @@ for t in ${GPU_DIAG_TESTS:-}; do
     grep -E "^test result|panicked|FAILED" "$logs/$t.log" | tail -3 >>"$summary"
 done
 
-# 1. elementwise kernels against the copy (and a baseline build of the benchmark, if staged)
-for b in bench-gpu_elementwise-baseline bench-gpu_elementwise; do
+# 1. elementwise kernels against the copy (and a baseline build of the benchmark, if staged;
+#    GPU_DIAG_ELEMENTWISE=0 skips it)
+[[ ${GPU_DIAG_ELEMENTWISE:-1} == 1 ]] && for b in bench-gpu_elementwise-baseline bench-gpu_elementwise; do
     [[ -x .device-carry/bin/$b ]] || continue
     say "### $b"
     step "$b" 120 ".device-carry/bin/$b" --reps 10
@@ -90,7 +91,7 @@ for b in bench-gpu_elementwise-baseline bench-gpu_elementwise; do
 done
 
 # 2. Real-CUGAN, two images per process: the second is warm.
-python3 benches/anchors/realcugan_ncnn.py make-image "$work/sr/in/a.png" --size 960x540 >/dev/null &&
+python3 benches/anchors/realcugan_ncnn.py make-image "$work/sr/in/a.png" --size "${GPU_DIAG_SR_SIZE:-960x540}" >/dev/null &&
     cp "$work/sr/in/a.png" "$work/sr/in/b.png"
 for dt in f32 f16; do
     HOC_STATS=1 step "sr-$dt" 150 timed "$work/realcugan" -i "$work/sr/in" -o "$work/sr/out-$dt" -s 2 -n 0 \
@@ -124,15 +125,28 @@ if command -v ncu >/dev/null && [[ ${GPU_DIAG_NCU_APPS:-1} == 1 ]]; then
         step "$name" 200 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel "$@"
         grep -E "^\s+[a-z_0-9]+ \(|Invocations|gpu__time_duration.sum" "$logs/$name.log" | head -120 >>"$summary"
     }
-    ncu_sum ncu-vae "$work/sd-vae-decode" --vae "$work/vae/sd_vae_random.safetensors" --model sd \
+    [[ ${GPU_DIAG_NCU_VAE:-1} == 1 ]] && ncu_sum ncu-vae "$work/sd-vae-decode" --vae "$work/vae/sd_vae_random.safetensors" --model sd \
         --latents "$work/vae/latent_128.npy" --device rocm --dtype f16 --vram-budget 1.6GB --out "$work/vae/n.png" --force
     rm -rf "$work/sr/one" && mkdir -p "$work/sr/one" && cp "$work/sr/in/a.png" "$work/sr/one/"
     ncu_sum ncu-sr "$work/realcugan" -i "$work/sr/one" -o "$work/sr/out-ncu" -s 2 -n 0 --model se \
         --model-dir "$carry/models" --device rocm --dtype f16 --tile whole --vram-budget 24GiB --force
 fi
 
-# 5. ncu on the first binary adds of the elementwise benchmark.
-if command -v ncu >/dev/null; then
+# 4b. A timeline of Real-CUGAN's two images (nsys: CUDA API calls, synchronisations and gaps
+#     between kernels), when nsys is there and GPU_DIAG_NSYS=1.
+if command -v nsys >/dev/null && [[ ${GPU_DIAG_NSYS:-0} == 1 ]]; then
+    step nsys-sr 200 nsys profile -o "$work/nsys-sr" --force-overwrite true --stats=true -t cuda \
+        "$work/realcugan" -i "$work/sr/in" -o "$work/sr/out-nsys" -s 2 -n 0 --model se --model-dir "$carry/models" \
+        --device rocm --dtype f16 --tile whole --vram-budget 24GiB --force
+    say '```'
+    grep -E "cuda(StreamSynchronize|DeviceSynchronize|Memcpy|LaunchKernel|Malloc|Free|EventSynchronize)|cu(StreamSynchronize|CtxSynchronize|Memcpy|LaunchKernel|MemAlloc|MemFree|EventSynchronize)" \
+        "$logs/nsys-sr.log" | head -30 >>"$summary"
+    say '```'
+    cp "$work/nsys-sr.nsys-rep" "$OUT/" 2>/dev/null || true
+fi
+
+# 5. ncu on the first binary adds of the elementwise benchmark (GPU_DIAG_NCU_BINARY=0 skips it).
+if command -v ncu >/dev/null && [[ ${GPU_DIAG_NCU_BINARY:-1} == 1 ]]; then
     step ncu-binary 150 ncu --clock-control none --kernel-name regex:'binary_add' --launch-count 3 \
         --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
         .device-carry/bin/bench-gpu_elementwise --reps 1 --mib 64

@@ -28,6 +28,7 @@ stage test test --no-run -p rocm-backend --test gpu_alloc --test gpu_conv --test
 stage test test --no-run -p rocm-vision --test gpu_tensor
 # Real-CUGAN's memory estimate against the allocator's peak (issue 12.6).
 stage test test --no-run -p examples-sr --test gpu_memory
+stage test test --no-run -p examples-sr --test gpu_tiling
 # MIOpen as a conv algorithm (issue 8), through the test library's cuDNN mapping.
 stage test test --no-run -p rocm-backend --features miopen --test gpu_miopen
 stage bench bench --no-run -p rocm-backend --bench gpu_conv

@@ -18,6 +18,7 @@
 //! # Ok::<(), examples_sr::Error>(())
 //! ```
 
+mod auto_tile;
 pub mod bicubic;
 /// The order-independent sum of the SE means (in the root crate, beside the tensor op that
 /// computes it on either device).

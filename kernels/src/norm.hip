@@ -78,16 +78,20 @@ __device__ void rv_group_norm_apply(rv_i32 n, rv_i32 c, rv_i64 hw, rv_i32 groups
                                     const float* __restrict__ partial, double eps, const T* __restrict__ gamma,
                                     const T* __restrict__ beta, const T* __restrict__ in, T* __restrict__ out,
                                     rv_i32 fuse_silu) {
+    __shared__ rv_welford scratch[RV_MAX_WARPS];
     const int chunk = blockIdx.x, g = blockIdx.y, img = blockIdx.z;
     if (img >= n) return;
     const int cg = c / groups;
-    // Every thread merges the (few) slice statistics itself: no barrier, no shared memory.
+    // The block merges the slice statistics together (a slice per thread, then the block
+    // reduction). When every thread merged all of them, a group of 256 slices cost each
+    // thread 256 divisions: group_norm_apply ran at a fifth of the copy rate.
     const float* p = partial + ((rv_i64)img * groups + g) * chunks * 3;
     rv_welford s = {0.0f, 0.0f, 0.0f};
-    for (int k = 0; k < chunks; ++k) {
+    for (int k = threadIdx.x; k < chunks; k += blockDim.x) {
         rv_welford o = {p[3 * k], p[3 * k + 1], p[3 * k + 2]};
         s = rv_welford_merge(s, o);
     }
+    s = rv_welford_block(s, scratch);
     const float var = s.n > 0.0f ? s.m2 / s.n : 0.0f;
     const float mean = s.mean, rstd = rv_rsqrt(var + (float)eps);
     const rv_i64 group_len = (rv_i64)cg * hw;

@@ -162,10 +162,32 @@ __device__ void rv_exact_channel_sums(const rv_strided& v, const T* __restrict__
     const rv_i64 begin = (rv_i64)blockIdx.x * per_block;
     const rv_i64 end = begin + per_block < n ? begin + per_block : n;
     const T* base = in + (rv_i64)blockIdx.y * v.strides[0];
+    const bool flat = v.strides[2] == 1 && v.strides[1] == (rv_i64)cols;
     bool bad = false;
+    // Each thread keeps the sums of the last 8 exponents it met (direct-mapped by the low
+    // bits, so neighbouring binades do not evict each other) and adds a sum to the shared
+    // bucket only when its slot is taken over: one shared 64-bit atomic per value, all of
+    // a block's values aiming at a handful of buckets, made this kernel 18% of Real-CUGAN's
+    // kernel time on the H200. Integer sums, so the result is the same bit for bit. Eight
+    // named slots, not an array: an indexed array went to the stack frame.
+    rv_u64 s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    rv_u32 t0 = 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0, t5 = 0, t6 = 0, t7 = 0;
+#define RV_EXACT_SLOT(J)                                  \
+    case J:                                               \
+        if (t##J != b) {                                  \
+            if (t##J != 0) atomicAdd(&acc[t##J], s##J);   \
+            t##J = b;                                     \
+            s##J = 0;                                     \
+        }                                                 \
+        s##J += val;                                      \
+        break;
     for (rv_i64 i = begin + threadIdx.x; i < end; i += blockDim.x) {
-        const unsigned y = (unsigned)i / cols, x = (unsigned)i - y * cols;
-        const rv_u32 bits = __float_as_uint(rv_type<T>::to_acc(base[(rv_i64)y * v.strides[1] + (rv_i64)x * v.strides[2]]));
+        rv_i64 at = i;
+        if (!flat) {
+            const unsigned y = (unsigned)i / cols, x = (unsigned)i - y * cols;
+            at = (rv_i64)y * v.strides[1] + (rv_i64)x * v.strides[2];
+        }
+        const rv_u32 bits = __float_as_uint(rv_type<T>::to_acc(base[at]));
         const rv_u32 e = (bits >> 23) & 0xffu;
         if (e == 0xffu) {
             bad = true;
@@ -173,8 +195,28 @@ __device__ void rv_exact_channel_sums(const rv_strided& v, const T* __restrict__
         }
         const rv_u64 frac = bits & 0x7fffffu;
         const rv_u64 sig = e == 0 ? frac : (frac | (1u << 23));
-        atomicAdd(&acc[e == 0 ? 1 : e], (bits >> 31) ? (rv_u64)0 - sig : sig);
+        const rv_u64 val = (bits >> 31) ? (rv_u64)0 - sig : sig;
+        const rv_u32 b = e == 0 ? 1u : e;  // bucket 0 is never used: tag 0 = empty slot
+        switch (b & 7u) {
+            RV_EXACT_SLOT(0)
+            RV_EXACT_SLOT(1)
+            RV_EXACT_SLOT(2)
+            RV_EXACT_SLOT(3)
+            RV_EXACT_SLOT(4)
+            RV_EXACT_SLOT(5)
+            RV_EXACT_SLOT(6)
+            RV_EXACT_SLOT(7)
+        }
     }
+#undef RV_EXACT_SLOT
+    if (t0 != 0) atomicAdd(&acc[t0], s0);
+    if (t1 != 0) atomicAdd(&acc[t1], s1);
+    if (t2 != 0) atomicAdd(&acc[t2], s2);
+    if (t3 != 0) atomicAdd(&acc[t3], s3);
+    if (t4 != 0) atomicAdd(&acc[t4], s4);
+    if (t5 != 0) atomicAdd(&acc[t5], s5);
+    if (t6 != 0) atomicAdd(&acc[t6], s6);
+    if (t7 != 0) atomicAdd(&acc[t7], s7);
     if (bad) atomicOr(&non_finite[blockIdx.y], 1u);
     __syncthreads();
     for (int i = threadIdx.x; i < 256; i += blockDim.x)

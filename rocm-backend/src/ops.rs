@@ -416,8 +416,8 @@ pub fn exact_channel_sums(x: &DeviceArray, view: &Layout) -> Result<(Vec<i64>, V
     let dev = device(x);
     let buckets = DeviceArray::zeros(dev, DType::I64, c * 256)?;
     let flags = DeviceArray::zeros(dev, DType::U32, c)?;
-    // 16 values per thread per block: enough to amortise the block's bucket flush.
-    let per_block = 16 * BLOCK as usize;
+    // 64 values per thread: the block's bucket clearing and flush are paid per block.
+    let per_block = 64 * BLOCK as usize;
     if c > 0 && rows * cols > 0 {
         launch(
             dev,

@@ -170,6 +170,18 @@ impl Network {
     /// the pooled map's f32 copy. This walks the same graph as the executor, with shapes
     /// instead of tensors; allocator overhead and the weights are not included.
     pub fn peak_bytes(&self, h: usize, w: usize) -> Result<usize, Error> {
+        Ok(self.walk(h, w)?.peak_bytes)
+    }
+
+    /// Where a run on an `h x w` input stops for each SE pooling layer: the convolution
+    /// FLOPs done before it and the bytes its state holds there (what a tiled run keeps
+    /// per tile between passes, or recomputes). In pooling order.
+    pub fn pool_points(&self, h: usize, w: usize) -> Result<Vec<PoolPoint>, Error> {
+        Ok(self.walk(h, w)?.pools)
+    }
+
+    /// The peak memory walk of [`Self::peak_bytes`], noting the pooling layers on the way.
+    fn walk(&self, h: usize, w: usize) -> Result<Walk, Error> {
         let shapes = self.shapes(h, w)?;
         let elem = self.dtype.size_in_bytes();
         let bytes = |s: Option<Shape>| match s {
@@ -188,8 +200,12 @@ impl Network {
             ids.iter().map(|&s| storage_bytes[s]).sum()
         };
         let mut peak = 0;
+        let (mut flops, mut pools) = (0u64, Vec::new());
         for node in &self.graph.nodes {
             let before = live(&live_blobs, &storage, &storage_bytes);
+            if let NodeKind::Pool(_) = node.kind {
+                pools.push(PoolPoint { flops_before: flops, state_bytes: before });
+            }
             let out = node.tops.first().map_or(0, |&t| self.device.allocation_bytes(bytes(shapes[t])));
             let extra = match &node.kind {
                 NodeKind::Input => 0,
@@ -199,6 +215,7 @@ impl Network {
                         _ => [1, 0, 0, 0],
                     };
                     let problem = c.problem(&x, self.dtype).map_err(|e| err(e.to_string()))?;
+                    flops += c.flops(&x, self.dtype);
                     // The device's own plan: on ROCm the NHWC implicit GEMM packs a copy of
                     // the input band, which the CPU's executor does not.
                     let workspace = self.device.conv_workspace_bytes(&problem).unwrap_or(0);
@@ -242,6 +259,20 @@ impl Network {
         }
         // The output read back as f32.
         peak = peak.max(live(&live_blobs, &storage, &storage_bytes) + bytes(shapes[self.graph.output]) / elem * 4);
-        Ok(peak)
+        Ok(Walk { peak_bytes: peak, pools })
     }
+}
+
+/// A run's stop at one pooling layer (see [`Network::pool_points`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolPoint {
+    /// Convolution FLOPs before the stop.
+    pub flops_before: u64,
+    /// Live bytes at the stop, the pooled map included.
+    pub state_bytes: usize,
+}
+
+struct Walk {
+    peak_bytes: usize,
+    pools: Vec<PoolPoint>,
 }

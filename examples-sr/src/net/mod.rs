@@ -33,7 +33,7 @@ use rocm_vision::{DType, Device};
 use crate::Error;
 use crate::ncnn::NcnnModel;
 
-pub use analysis::{PoolInfo, Ratio, Shape};
+pub use analysis::{PoolInfo, PoolPoint, Ratio, Shape};
 pub use exec::{LayerTime, Means, Profile, Run, Stop};
 use graph::{Graph, NodeKind};
 

@@ -184,7 +184,7 @@ fn run_igemm_chunk(
         launch(
             device,
             &Kernel::new(&family::IGEMM_PACK_INPUT, "", kd)?,
-            Grid::Explicit { grid: (npix.div_ceil(32) as u32, ct.div_ceil(32) as u32, nb as u32), block: (32, 8, 1) },
+            Grid::Explicit { grid: (npix.div_ceil(64) as u32, ct.div_ceil(64) as u32, nb as u32), block: (32, 8, 1) },
             &mut [
                 Arg::Conv(full),
                 Arg::I32(layout.band.start as i32),

@@ -1,0 +1,123 @@
+//! `--tile auto`: the tile side that finishes soonest within the memory budget.
+//!
+//! The largest tile that fits is not always the fastest. The SE passes stop every tile at
+//! each pooling layer; a tile whose state does not fit beside the next tile's run is
+//! recomputed from its input in the next pass. With the budget spent on one large tile,
+//! nothing is kept: at 1080p f32 under 2 GiB, six tiles recomputed 16 runs and took 2.7x
+//! the whole-image time on the H200. So the planner prices each candidate side by the
+//! convolution FLOPs its passes will run — the halo of more tiles against the
+//! recomputation of states that do not fit — and takes the cheapest.
+
+use crate::Error;
+use crate::net::PoolPoint;
+
+/// One candidate tile grid and what its runs do.
+pub(crate) struct Candidate {
+    pub tiles: usize,
+    /// Convolution FLOPs of one tile's full run.
+    pub flops: u64,
+    /// The tile's stops at the pooling layers.
+    pub pools: Vec<PoolPoint>,
+}
+
+/// FLOPs of all passes over `c.tiles` tiles when `cache_bytes` holds the states that fit
+/// (the upscaler keeps states first come, first served; one tile is always kept).
+pub(crate) fn pass_flops(c: &Candidate, cache_bytes: usize) -> u64 {
+    let n = c.tiles as u64;
+    let mut total = 0u64;
+    let mut start: Option<&PoolPoint> = None;
+    for k in 0..=c.pools.len() {
+        let end = c.pools.get(k).map_or(c.flops, |p| p.flops_before);
+        let kept = match start {
+            None => 0,
+            Some(_) if n == 1 => 1,
+            Some(p) => (cache_bytes / p.state_bytes.max(1)).min(c.tiles) as u64,
+        };
+        let resumed_from = start.map_or(0, |p| p.flops_before);
+        total += kept * (end - resumed_from) + (n - kept) * end;
+        start = c.pools.get(k);
+    }
+    total
+}
+
+/// The candidate sides (multiples of `unit`, up to `max_side`) worth pricing: for each
+/// tile count along the longer side, the smallest side that gives it.
+pub(crate) fn candidate_sides(longest: usize, max_side: usize, unit: usize) -> Vec<usize> {
+    let mut sides: Vec<usize> = (1..=longest.div_ceil(unit))
+        .map(|count| longest.div_ceil(count).div_ceil(unit) * unit)
+        .filter(|&s| s <= max_side)
+        .collect();
+    sides.dedup();
+    // At most 48 counts priced (a candidate costs two walks over the graph).
+    sides.truncate(48);
+    sides
+}
+
+/// The cheapest candidate by [`pass_flops`]; on a tie, the larger side (fewer tiles).
+pub(crate) fn cheapest(
+    sides: &[usize],
+    mut price: impl FnMut(usize) -> Result<(Candidate, usize), Error>,
+) -> Result<usize, Error> {
+    let mut best: Option<(u64, usize)> = None;
+    for &side in sides {
+        let (c, cache_bytes) = price(side)?;
+        let cost = pass_flops(&c, cache_bytes);
+        if best.is_none_or(|(b, s)| cost < b || (cost == b && side > s)) {
+            best = Some((cost, side));
+        }
+    }
+    best.map(|(_, s)| s).ok_or_else(|| Error::Internal("no tile side to choose from".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(flops_before: u64, state_bytes: usize) -> PoolPoint {
+        PoolPoint { flops_before, state_bytes }
+    }
+
+    #[test]
+    fn kept_states_resume_and_the_rest_recompute() {
+        // Two pools at 30 and 60 of 100 FLOPs, states of 10 bytes, 4 tiles.
+        let c = Candidate { tiles: 4, flops: 100, pools: vec![point(30, 10), point(60, 10)] };
+        // Nothing kept: each pass recomputes from the input: 4·(30 + 60 + 100).
+        assert_eq!(pass_flops(&c, 0), 4 * 190);
+        // Everything kept: every tile runs once: 4·100.
+        assert_eq!(pass_flops(&c, 40), 400);
+        // Two kept: 4·30 + (2·30 + 2·60) + (2·40 + 2·100).
+        assert_eq!(pass_flops(&c, 25), 120 + 180 + 280);
+        // One tile is always kept, whatever the cache.
+        let one = Candidate { tiles: 1, ..c };
+        assert_eq!(pass_flops(&one, 0), 100);
+    }
+
+    #[test]
+    fn sides_cover_each_tile_count_once() {
+        let sides = candidate_sides(100, 100, 4);
+        assert_eq!(sides[0], 100);
+        assert!(sides.windows(2).all(|w| w[0] > w[1]), "{sides:?}");
+        assert!(sides.iter().all(|s| s % 4 == 0));
+        assert_eq!(candidate_sides(100, 40, 4)[0], 36); // 100 in 3 → 34, rounded up to 36
+    }
+
+    #[test]
+    fn the_cheapest_side_wins_and_ties_go_to_the_larger() {
+        let price = |side: usize| -> Result<(Candidate, usize), Error> {
+            let tiles = 64 / side;
+            let c = Candidate { tiles, flops: 10 + side as u64, pools: vec![point(5, 100)] };
+            Ok((c, if side == 16 { 1000 } else { 0 }))
+        };
+        // side 32: 2·5 + 2·42 = 94; side 16 (all kept): 4·5 + 4·21 = 104; side 8: 8·5 + 8·18 = 184.
+        assert_eq!(cheapest(&[32, 16, 8], price).unwrap(), 32);
+        let flat = |side: usize| -> Result<(Candidate, usize), Error> {
+            Ok((Candidate { tiles: 64 / side, flops: 10, pools: vec![] }, 0))
+        };
+        // 2·10 = 20 against 4·10 = 40: fewer tiles; equal cost keeps the first (larger) side.
+        assert_eq!(cheapest(&[32, 16], flat).unwrap(), 32);
+        let same = |_side: usize| -> Result<(Candidate, usize), Error> {
+            Ok((Candidate { tiles: 2, flops: 10, pools: vec![] }, 0))
+        };
+        assert_eq!(cheapest(&[16, 32], same).unwrap(), 32);
+    }
+}
