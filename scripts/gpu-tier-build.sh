@@ -10,6 +10,8 @@ cd "$repo"
 # inside it; setting it also makes cubecl-hip-sys rerun its build script.
 export PATH="$repo/scripts:$PATH" HIP_PATH=/usr
 mkdir -p .device-carry/bin
+# Staged xz-compressed (the device tool carries at most 64 MiB with the tree; the
+# uncompressed binaries were 43 MiB of it); scripts/gpu-tier.sh unpacks them.
 rm -f .device-carry/bin/test-* .device-carry/bin/bench-*
 rocm-backend/testing/hip-on-cuda/stage-headers.sh >/dev/null
 
@@ -22,7 +24,7 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] != ["bin"]:
         print(m["target"]["name"], m["executable"])' |
-        while read -r name exe; do cp "$exe" ".device-carry/bin/$prefix-$name"; strip --strip-debug ".device-carry/bin/$prefix-$name"; echo "staged $prefix-$name"; done
+        while read -r name exe; do cp "$exe" ".device-carry/bin/$prefix-$name"; strip --strip-debug ".device-carry/bin/$prefix-$name"; xz -6 -T2 -f ".device-carry/bin/$prefix-$name"; echo "staged $prefix-$name (xz)"; done
 }
 stage test test --no-run -p rocm-backend --test gpu_alloc --test gpu_conv --test gpu_parity
 stage test test --no-run -p rocm-vision --test gpu_tensor

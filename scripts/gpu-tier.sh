@@ -38,6 +38,12 @@ if [[ -f .device-carry/apps/bin/rocm-vision-info.xz ]]; then
     echo "== kernel cache"
     /tmp/rocm-vision-info --device rocm --warm-cache 2>&1 | tail -3 | tee -a "$out/machine.txt" || status=1
 fi
+# The binaries come xz-compressed (scripts/gpu-tier-build.sh); unpack them beside.
+for z in .device-carry/bin/*.xz; do
+    [[ -f $z ]] || continue
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$z" "${z%.xz}" &&
+        chmod +x "${z%.xz}" && rm -f "$z"
+done
 echo "== GPU-tier tests"
 : >"$out/tests.log"
 for t in .device-carry/bin/test-*; do
