@@ -57,3 +57,13 @@ pub fn rewrite_weights(src: &Path, dst: &Path, rename: impl Fn(&str) -> String) 
         w.keys().map(|k| (rename(k), w.get_unchecked_shape(k).unwrap().to_candle().unwrap())).collect();
     candle_core::safetensors::save(&map, dst).expect("write safetensors");
 }
+
+/// Says on the process's own stderr that the calling test is skipped, and why, as
+/// `SKIPPED <test>: <reason>`. Written directly, not with `eprintln!`, which the test
+/// harness captures (and drops) for a test that passes: a skip is seen in every
+/// `cargo test` run (`cargo test 2>&1 | grep SKIPPED` lists them).
+pub fn skipped(reason: impl std::fmt::Display) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let _ = writeln!(std::io::stderr(), "SKIPPED {}: {reason}", thread.name().unwrap_or("a test"));
+}
