@@ -12,7 +12,11 @@ use rocm_backend::{RocmDevice, RocmError, jit, runtime};
 fn skipped(reason: impl std::fmt::Display) {
     use std::io::Write;
     let thread = std::thread::current();
-    let _ = writeln!(std::io::stderr(), "SKIPPED {}: {reason}", thread.name().unwrap_or("a test"));
+    // One line (a reason's first), written at once so that parallel tests do not split it.
+    let reason = reason.to_string();
+    let first = reason.lines().next().unwrap_or_default().trim_end_matches(" Tried:");
+    let line = format!("SKIPPED {}: {first}\n", thread.name().unwrap_or("a test"));
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 fn require_rocm() -> bool {

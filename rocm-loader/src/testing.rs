@@ -55,10 +55,10 @@ pub fn loaded_or_skip<T>(library: &str, test: &str, loaded: Result<T, LoadError>
             }
             // Directly on stderr: the test harness drops a passing test's captured output.
             use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {test}: {library} is not installed here (set ROCM_VISION_REQUIRE_ROCM=1 to fail instead)"
+            let line = format!(
+                "SKIPPED {test}: {library} is not installed here (set ROCM_VISION_REQUIRE_ROCM=1 to fail instead)\n"
             );
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
             None
         }
         Err(err) => panic!("{library} was found but cannot be used: {err}"),

@@ -520,12 +520,12 @@ fn real_models() -> Option<Vec<(&'static str, NcnnModel)>> {
     if !dir.is_dir() {
         // Directly on stderr: the harness drops a passing test's captured `eprintln!`.
         use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED {}: {} does not exist; run scripts/fetch-models.sh to test the real Real-CUGAN files",
+        let line = format!(
+            "SKIPPED {}: {} does not exist; run scripts/fetch-models.sh to test the real Real-CUGAN files\n",
             std::thread::current().name().unwrap_or("a test"),
             dir.display()
         );
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
         return None;
     }
     let models = VARIANTS
