@@ -58,6 +58,10 @@ pub enum TileSize {
     Fixed(usize),
 }
 
+/// Receives each tile's network output with the tile's rows and columns (input pixels of
+/// the rounded image).
+type TileSink<'a> = dyn FnMut(&Tensor, &Range<usize>, &Range<usize>) -> Result<(), Error> + 'a;
+
 /// Options of one upscale.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
@@ -360,7 +364,7 @@ impl Upscaler {
         cache_bytes: usize,
         progress: &mut dyn FnMut(Progress),
         stats: &mut Stats,
-        sink: &mut dyn FnMut(&Tensor, &Range<usize>, &Range<usize>) -> Result<(), Error>,
+        sink: &mut TileSink<'_>,
     ) -> Result<(), Error> {
         let p = self.prepadding;
         let (hp, wp) = (padded.h, padded.w);
