@@ -26,6 +26,16 @@ pub fn load_latents(path: &Path, key: Option<&str>, device: &Device) -> Result<T
         }
         Some("safetensors") => {
             let w = Weights::open(path, device)?;
+            // Said here, in terms of latents (the library's message speaks of model weights).
+            let float = |name: &str| -> Result<String> {
+                match w.info(name) {
+                    Some((_, dt)) if !dt.is_float() => Err(SdError::Latents(format!(
+                        "{}: tensor {name:?} has dtype {dt:?}; latents must be floating point (f32, f16, bf16 or f64)",
+                        path.display()
+                    ))),
+                    _ => Ok(name.to_string()),
+                }
+            };
             let keys: Vec<&str> = w.keys().collect();
             let name = match key {
                 Some(k) if w.contains(k) => k.to_string(),
@@ -50,7 +60,7 @@ pub fn load_latents(path: &Path, key: Option<&str>, device: &Device) -> Result<T
                     }
                 },
             };
-            w.get_unchecked_shape(&name)?
+            w.get_unchecked_shape(&float(&name)?)?
         }
         _ => {
             return Err(SdError::Latents(format!("{}: expected a .safetensors or .npy file", path.display())));
@@ -82,8 +92,8 @@ pub fn check_outputs(paths: &[PathBuf], force: bool) -> Result<()> {
             return Err(SdError::Output(format!("{}: not a file path", p.display())));
         }
         let dir = parent_dir(p);
-        if !dir.is_dir() {
-            return Err(SdError::Output(format!("{}: directory {} does not exist", p.display(), dir.display())));
+        if let Err(why) = cli_support::check_writable_dir(&dir) {
+            return Err(SdError::Output(format!("{}: output folder {}: {why}", p.display(), dir.display())));
         }
         if p.is_dir() {
             return Err(SdError::Output(format!("{} is a directory", p.display())));
@@ -95,7 +105,8 @@ pub fn check_outputs(paths: &[PathBuf], force: bool) -> Result<()> {
     Ok(())
 }
 
-fn parent_dir(p: &Path) -> PathBuf {
+/// The folder of `p` (`.` for a bare file name).
+pub fn parent_dir(p: &Path) -> PathBuf {
     match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -117,8 +128,9 @@ pub fn to_pixels(planar: &[f32], channels: usize, h: usize, w: usize) -> Vec<u8>
 }
 
 /// Writes one `[C, H, W]` or `[1, C, H, W]` image (C = 1, 3 or 4) in about [-1, 1] as a
-/// PNG: to a temporary file in the target directory, then renamed into place, so a
-/// failed run never leaves a partial image under the requested name.
+/// PNG: to a partial file in the target directory (`.NAME.partial-PID`, removed on failure
+/// and by the CLI's signal handler, `cli_support::partial`), then renamed into place, so a
+/// failed or interrupted run never leaves a partial image under the requested name.
 pub fn write_png(image: &Tensor, path: &Path, force: bool) -> Result<()> {
     let d = image.dims().to_vec();
     let (c, h, w) = match d[..] {
@@ -135,21 +147,19 @@ pub fn write_png(image: &Tensor, path: &Path, force: bool) -> Result<()> {
         return Err(SdError::Output(format!("image {w}x{h} is too large for PNG")));
     };
     let pixels = to_pixels(&image.to_dtype(DType::F32)?.to_vec::<f32>()?, c, h, w);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = parent_dir(path).join(format!(".{name}.{}.tmp", std::process::id()));
-    let img_err = |msg: String| SdError::Image { path: path.to_path_buf(), msg };
-    if let Err(e) = image::save_buffer_with_format(&tmp, &pixels, w32, h32, color, image::ImageFormat::Png) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(img_err(format!("writing {}: {e}", tmp.display())));
+    let io = |source| SdError::Io { path: path.to_path_buf(), source };
+    let mut partial = cli_support::partial::Partial::create(path).map_err(io)?;
+    let tmp = partial.path().to_path_buf();
+    {
+        let mut out = std::io::BufWriter::new(partial.file());
+        image::write_buffer_with_format(&mut out, &pixels, w32, h32, color, image::ImageFormat::Png)
+            .map_err(|e| SdError::Image { path: path.to_path_buf(), msg: format!("writing {}: {e}", tmp.display()) })?;
+        std::io::Write::flush(&mut out).map_err(io)?;
     }
-    // Checked again: the file may have appeared while decoding.
-    if !force && path.exists() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(SdError::OutputExists { path: path.to_path_buf() });
-    }
-    std::fs::rename(&tmp, path).map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        SdError::Io { path: path.to_path_buf(), source }
+    // Not replaced without `force`, even if it appeared while decoding.
+    partial.commit(path, force).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => SdError::OutputExists { path: path.to_path_buf() },
+        _ => io(e),
     })
 }
 

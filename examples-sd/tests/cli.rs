@@ -40,6 +40,16 @@ fn fails_with(o: &Output, needles: &[&str]) {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// A command line that cannot work: exit status 2 and a message with each of `needles`.
+fn fails_usage(o: &Output, needles: &[&str]) {
+    let (out, err) = text(o);
+    assert_eq!(o.status.code(), Some(2), "stdout: {out}\nstderr: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{n:?} missing from stderr: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[test]
 fn decodes_to_diffusers_png_and_reports_time_and_peak() {
     let dir = scratch_dir("cli-decode");
@@ -121,15 +131,15 @@ fn bad_options() {
     let dir = scratch_dir("cli-options");
     let out = dir.join("x.png");
     let lat = fx("sd_8x8.safetensors");
-    fails_with(&decode_sd(&lat, &out, &["--dtype", "f8"]), &["--dtype", "f8"]);
-    fails_with(&decode_sd(&lat, &out, &["--vram-budget", "lots"]), &["\"lots\""]);
-    fails_with(&decode_sd(&lat, &out, &["--vram-budget", "1MiB"]), &["budget", "--tiled"]);
-    fails_with(&decode_sd(&lat, &dir.join("x.jpg"), &[]), &[".png"]);
+    fails_usage(&decode_sd(&lat, &out, &["--dtype", "f8"]), &["--dtype", "f8"]);
+    fails_usage(&decode_sd(&lat, &out, &["--vram-budget", "lots"]), &["\"lots\""]);
+    fails_usage(&decode_sd(&lat, &out, &["--vram-budget", "1MiB"]), &["budget", "--tiled"]);
+    fails_usage(&decode_sd(&lat, &dir.join("x.jpg"), &[]), &[".png"]);
     let vae = fx("sd_vae_diffusers.safetensors");
     let o = cli(&["--vae", &vae, "--latents", &lat, "--out", &s(&out)]);
-    fails_with(&o, &["--model", "--config"]);
+    fails_usage(&o, &["--model", "--config"]);
     let o = cli(&["--vae", &vae, "--model", "sd5", "--latents", &lat, "--out", &s(&out)]);
-    fails_with(&o, &["sd5", "sdxl"]);
+    fails_usage(&o, &["sd5", "sdxl"]);
     assert!(!out.exists());
     let _ = std::fs::remove_dir_all(dir);
 }

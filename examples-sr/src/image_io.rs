@@ -1,6 +1,7 @@
 //! Images in and out: decoding through the `image` crate (PNG 8/16-bit, JPEG, WebP), the
-//! interleaved RGB/RGBA buffers the upscaler works on, and encoding to a temporary file
-//! renamed over the destination only once it is complete.
+//! interleaved RGB/RGBA buffers the upscaler works on, and encoding to a partial file
+//! (`cli_support::partial`: removed on a signal) renamed over the destination only once it
+//! is complete. Grey images are read as RGB (the model's input) and written back as grey.
 
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -23,19 +24,23 @@ pub struct Image {
     pub height: usize,
     pub channels: usize,
     pub pixels: Pixels,
+    /// Read from a grey (or grey + alpha) file, its grey level replicated to R, G and B:
+    /// [`save`] writes it as grey again (the luma of R, G, B), and the upscaler's output
+    /// of it is grey too.
+    pub grey: bool,
 }
 
 impl Image {
     /// An image from interleaved 8-bit samples; `channels` is 3 or 4.
     pub fn from_u8(width: usize, height: usize, channels: usize, data: Vec<u8>) -> Result<Image, Error> {
         Self::check(width, height, channels, data.len())?;
-        Ok(Image { width, height, channels, pixels: Pixels::U8(data) })
+        Ok(Image { width, height, channels, pixels: Pixels::U8(data), grey: false })
     }
 
     /// An image from interleaved 16-bit samples; `channels` is 3 or 4.
     pub fn from_u16(width: usize, height: usize, channels: usize, data: Vec<u16>) -> Result<Image, Error> {
         Self::check(width, height, channels, data.len())?;
-        Ok(Image { width, height, channels, pixels: Pixels::U16(data) })
+        Ok(Image { width, height, channels, pixels: Pixels::U16(data), grey: false })
     }
 
     fn check(width: usize, height: usize, channels: usize, len: usize) -> Result<(), Error> {
@@ -49,6 +54,11 @@ impl Image {
             return Err(Error::Input(format!("{len} samples do not make a {width}x{height}x{channels} image")));
         }
         Ok(())
+    }
+
+    /// The same image marked as grey ([`Image::grey`]).
+    pub fn into_grey(self) -> Image {
+        Image { grey: true, ..self }
     }
 
     /// 8 or 16.
@@ -149,7 +159,8 @@ pub fn is_supported_input(path: &Path) -> bool {
 }
 
 /// Decodes an image file (format from its content). Grey images become RGB, grey+alpha
-/// RGBA; 16-bit and float images are read as 16-bit, everything else as 8-bit.
+/// RGBA (marked [`Image::grey`]); 16-bit and float images are read as 16-bit, everything
+/// else as 8-bit.
 pub fn load(path: &Path) -> Result<Image, Error> {
     let bad = |msg: String| Error::Image { path: path.to_path_buf(), msg };
     let reader = image::ImageReader::open(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
@@ -165,73 +176,100 @@ fn from_dynamic(img: DynamicImage) -> Result<Image, Error> {
     let (w, h) = (img.width() as usize, img.height() as usize);
     let alpha = img.color().has_alpha();
     let sixteen = img.color().bytes_per_pixel() / img.color().channel_count() > 1;
-    match (sixteen, alpha) {
+    let grey = !img.color().has_color();
+    let rgb = match (sixteen, alpha) {
         (false, false) => Image::from_u8(w, h, 3, img.into_rgb8().into_raw()),
         (false, true) => Image::from_u8(w, h, 4, img.into_rgba8().into_raw()),
         (true, false) => Image::from_u16(w, h, 3, img.into_rgb16().into_raw()),
         (true, true) => Image::from_u16(w, h, 4, img.into_rgba16().into_raw()),
-    }
+    }?;
+    Ok(if grey { rgb.into_grey() } else { rgb })
 }
 
+/// The image as the `image` crate's; a [grey](Image::grey) one as L / LA (the luma of R,
+/// G, B, by the `image` crate's conversion), at the same bit depth.
 fn to_dynamic(img: &Image) -> Result<DynamicImage, Error> {
     let (w, h) = (img.width as u32, img.height as u32);
     let wrong = || Error::Internal(format!("{}x{}x{} buffer of the wrong size", img.width, img.height, img.channels));
-    Ok(match (&img.pixels, img.channels) {
+    let rgb = match (&img.pixels, img.channels) {
         (Pixels::U8(v), 3) => DynamicImage::ImageRgb8(ImageBuffer::from_raw(w, h, v.clone()).ok_or_else(wrong)?),
         (Pixels::U8(v), _) => DynamicImage::ImageRgba8(ImageBuffer::from_raw(w, h, v.clone()).ok_or_else(wrong)?),
         (Pixels::U16(v), 3) => DynamicImage::ImageRgb16(ImageBuffer::from_raw(w, h, v.clone()).ok_or_else(wrong)?),
         (Pixels::U16(v), _) => DynamicImage::ImageRgba16(ImageBuffer::from_raw(w, h, v.clone()).ok_or_else(wrong)?),
+    };
+    if !img.grey {
+        return Ok(rgb);
+    }
+    Ok(match (&img.pixels, img.channels) {
+        (Pixels::U8(_), 3) => DynamicImage::ImageLuma8(rgb.into_luma8()),
+        (Pixels::U8(_), _) => DynamicImage::ImageLumaA8(rgb.into_luma_alpha8()),
+        (Pixels::U16(_), 3) => DynamicImage::ImageLuma16(rgb.into_luma16()),
+        (Pixels::U16(_), _) => DynamicImage::ImageLumaA16(rgb.into_luma_alpha16()),
     })
 }
 
 /// The temporary file an output is written to before the rename: hidden, next to the
-/// destination (same file system, so the rename is atomic), unique to this process.
+/// destination (same file system, so the rename is atomic), unique to this process
+/// (`.NAME.partial-PID`).
 pub fn temp_path_for(dest: &Path) -> PathBuf {
-    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "output".into());
-    dest.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+    cli_support::partial::partial_path(dest)
 }
 
-/// Encodes `img` as `format` into a temporary file beside `dest`, then renames it to
-/// `dest`: an interrupted or failed write never leaves a partial file at `dest`. JPEG and
-/// WebP get 8-bit samples; JPEG drops the alpha channel (the format has none).
+/// Encodes `img` as `format` into a partial file beside `dest`, then renames it to
+/// `dest`: an interrupted or failed write never leaves a partial file at `dest`, and the
+/// CLI's signal handler removes the partial file ([`cli_support::partial`]). JPEG and WebP
+/// get 8-bit samples; JPEG drops the alpha channel (the format has none). A [grey]
+/// (Image::grey) image is written as grey (L or LA).
 pub fn save(img: &Image, dest: &Path, format: Format) -> Result<(), Error> {
-    let tmp = temp_path_for(dest);
-    let result = write_file(img, &tmp, format)
-        .and_then(|()| std::fs::rename(&tmp, dest).map_err(|source| Error::Io { path: dest.to_path_buf(), source }));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    save_as(img, dest, format, true)
 }
 
-fn write_file(img: &Image, path: &Path, format: Format) -> Result<(), Error> {
+/// [`save`]; unless `replace`, a `dest` that exists when the file is complete (it appeared
+/// while the image was computed) is left alone and the result is an error saying so.
+pub fn save_as(img: &Image, dest: &Path, format: Format, replace: bool) -> Result<(), Error> {
+    let io = |source| Error::Io { path: dest.to_path_buf(), source };
+    let mut partial = cli_support::partial::Partial::create(dest).map_err(io)?;
+    write_file(img, partial.file(), dest, format)?;
+    partial.commit(dest, replace).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => Error::Image {
+            path: dest.to_path_buf(),
+            msg: "appeared while upscaling and was not replaced (use --force to replace it)".into(),
+        },
+        _ => io(e),
+    })
+}
+
+fn write_file(img: &Image, file: &mut std::fs::File, path: &Path, format: Format) -> Result<(), Error> {
     let io = |source| Error::Io { path: path.to_path_buf(), source };
     let enc = |e: image::ImageError| Error::Image { path: path.to_path_buf(), msg: format!("cannot encode: {e}") };
-    let file = std::fs::File::create(path).map_err(io)?;
     let mut out = BufWriter::new(file);
     match format {
         Format::Png => {
             to_dynamic(img)?.write_to(&mut out, image::ImageFormat::Png).map_err(enc)?;
         }
         Format::Jpeg => {
-            let rgb = img.to_u8().without_alpha();
-            let Pixels::U8(data) = &rgb.pixels else { return Err(Error::Internal("8-bit conversion".into())) };
+            let d = to_dynamic(&img.to_u8().without_alpha())?;
+            let (w, h) = (d.width(), d.height());
+            let color = if img.grey { image::ExtendedColorType::L8 } else { image::ExtendedColorType::Rgb8 };
             image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 95)
-                .write_image(data, rgb.width as u32, rgb.height as u32, image::ExtendedColorType::Rgb8)
+                .write_image(d.as_bytes(), w, h, color)
                 .map_err(enc)?;
         }
         Format::Webp => {
-            let img8 = img.to_u8();
-            let Pixels::U8(data) = &img8.pixels else { return Err(Error::Internal("8-bit conversion".into())) };
-            let color =
-                if img8.channels == 4 { image::ExtendedColorType::Rgba8 } else { image::ExtendedColorType::Rgb8 };
+            let d = to_dynamic(&img.to_u8())?;
+            let (w, h) = (d.width(), d.height());
+            let color = match (img.grey, img.channels) {
+                (false, 3) => image::ExtendedColorType::Rgb8,
+                (false, _) => image::ExtendedColorType::Rgba8,
+                (true, 3) => image::ExtendedColorType::L8,
+                (true, _) => image::ExtendedColorType::La8,
+            };
             image::codecs::webp::WebPEncoder::new_lossless(&mut out)
-                .write_image(data, img8.width as u32, img8.height as u32, color)
+                .write_image(d.as_bytes(), w, h, color)
                 .map_err(enc)?;
         }
     }
-    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)?;
-    drop(file);
+    use std::io::Write;
+    out.flush().map_err(io)?;
     Ok(())
 }

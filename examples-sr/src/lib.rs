@@ -44,8 +44,8 @@ pub enum Error {
 
     #[error(
         "model file {} not found.\nThe Real-CUGAN models are not part of the repository: run `scripts/fetch-models.sh` \
-         from the repository root (it puts them in models/), or point --model-dir or REALCUGAN_MODELS at a directory \
-         that holds models-se/, models-pro/ and models-nose/ (looked in {})",
+         from the repository root (it puts them in models/), or point -m/--model-dir or REALCUGAN_MODELS at a \
+         directory that holds models-se/, models-pro/ and models-nose/, or at one of those (looked in {})",
         path.display(),
         dir.display()
     )]

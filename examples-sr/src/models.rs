@@ -87,6 +87,13 @@ pub struct Variant {
 impl Variant {
     /// The variant, or an error listing what this family offers.
     pub fn new(kind: ModelKind, scale: u32, noise: i32) -> Result<Variant, Error> {
+        if scale == 1 {
+            return Err(Error::Usage(
+                "scale 1 is not supported: there is no 1x Real-CUGAN model (the se, pro and nose model sets have \
+                 up2x, up3x and up4x files only; realcugan-ncnn-vulkan accepts -s 1 but finds no up1x model either)"
+                    .into(),
+            ));
+        }
         if !(2..=4).contains(&scale) {
             return Err(Error::Usage(format!("scale {scale} is not supported: Real-CUGAN upscales by 2, 3 or 4")));
         }
@@ -114,17 +121,30 @@ impl Variant {
 
     /// `.param` and `.bin` paths under `model_dir`.
     pub fn paths(&self, model_dir: &Path) -> (PathBuf, PathBuf) {
-        let base = model_dir.join(self.kind.dir_name()).join(self.stem());
+        self.paths_in(&model_dir.join(self.kind.dir_name()))
+    }
+
+    /// `.param` and `.bin` paths in the family folder `family_dir` (e.g. `models/models-se`).
+    pub fn paths_in(&self, family_dir: &Path) -> (PathBuf, PathBuf) {
+        let base = family_dir.join(self.stem());
         (base.with_extension("param"), base.with_extension("bin"))
     }
 
     /// Loads the model files and prepares the network. Missing files give a message that
     /// says how to fetch them.
     pub fn load(&self, model_dir: &Path, dtype: DType, device: &Device) -> Result<Upscaler, Error> {
-        let (param, bin) = self.paths(model_dir);
+        self.load_from(&ModelLocation::Parent(model_dir.to_path_buf()), dtype, device)
+    }
+
+    /// [`Self::load`] from a parent or family folder.
+    pub fn load_from(&self, at: &ModelLocation, dtype: DType, device: &Device) -> Result<Upscaler, Error> {
+        let (param, bin) = self.paths_in(&at.family_dir(self.kind));
+        let dir = match at {
+            ModelLocation::Parent(p) | ModelLocation::Family { dir: p, .. } => p.clone(),
+        };
         for p in [&param, &bin] {
             if !p.is_file() {
-                return Err(Error::ModelsMissing { path: p.clone(), dir: model_dir.to_path_buf() });
+                return Err(Error::ModelsMissing { path: p.clone(), dir: dir.clone() });
             }
         }
         let model = NcnnModel::load(&param, &bin)
@@ -145,6 +165,46 @@ impl Variant {
 impl fmt::Display for Variant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.kind.dir_name(), self.stem())
+    }
+}
+
+/// Where `-m PATH` points: realcugan-ncnn-vulkan's `-m` names a model family's own folder
+/// (`models-se`, `models-pro`, `models-nose`); this tool's `--model-dir` names their parent.
+/// A folder named `models-{se,pro,nose}`, or one holding `up*x-*.param` files itself, is a
+/// family folder; anything else is a parent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelLocation {
+    /// Holds `models-se/`, `models-pro/`, `models-nose/`.
+    Parent(PathBuf),
+    /// Holds the `up*x-*.param` / `.bin` files of one family (named by the folder, if it says).
+    Family { dir: PathBuf, kind: Option<ModelKind> },
+}
+
+impl ModelLocation {
+    pub fn of(path: &Path) -> ModelLocation {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let kind = if name.to_ascii_lowercase().starts_with("models-") { name.parse::<ModelKind>().ok() } else { None };
+        let holds_params = || {
+            std::fs::read_dir(path).is_ok_and(|entries| {
+                entries.flatten().any(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.starts_with("up") && n.ends_with(".param")
+                })
+            })
+        };
+        if kind.is_some() || holds_params() {
+            ModelLocation::Family { dir: path.to_path_buf(), kind }
+        } else {
+            ModelLocation::Parent(path.to_path_buf())
+        }
+    }
+
+    /// The folder of `kind`'s files.
+    pub fn family_dir(&self, kind: ModelKind) -> PathBuf {
+        match self {
+            ModelLocation::Parent(p) => p.join(kind.dir_name()),
+            ModelLocation::Family { dir, .. } => dir.clone(),
+        }
     }
 }
 

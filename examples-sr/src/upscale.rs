@@ -44,6 +44,8 @@ use crate::image_io::{Image, Pixels};
 use crate::net::{Means, Network, PoolInfo, Ratio, Run, Shape, Stop};
 use rayon::prelude::*;
 
+mod tta;
+
 /// How to cut the image into tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TileSize {
@@ -55,6 +57,10 @@ pub enum TileSize {
     /// alignment).
     Fixed(usize),
 }
+
+/// Receives each tile's network output with the tile's rows and columns (input pixels of
+/// the rounded image).
+type TileSink<'a> = dyn FnMut(&Tensor, &Range<usize>, &Range<usize>) -> Result<(), Error> + 'a;
 
 /// Options of one upscale.
 #[derive(Clone, Copy, Debug)]
@@ -323,28 +329,60 @@ impl Upscaler {
         plan: &TilePlan,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<(Image, Stats), Error> {
-        let (w, h, s, p) = (img.width, img.height, self.scale(), self.prepadding);
+        let (w, h, s) = (img.width, img.height, self.scale());
         if (plan.width, plan.height) != (w, h) {
             return Err(Error::Internal(format!("a plan for {}x{} used on a {w}x{h} image", plan.width, plan.height)));
         }
         let started = std::time::Instant::now();
         let padded = self.padded_input(img);
+        let input_time = started.elapsed();
+        let mut stats = Stats::default();
+        let maxv = img.max_value();
+        let (ow, oh) = (w * s, h * s);
+        let mut out = vec![0u16; ow * oh * img.channels];
+        self.run_tiles(
+            &padded,
+            &plan.rows,
+            &plan.cols,
+            plan.cache_bytes,
+            progress,
+            &mut stats,
+            &mut |y, rows, cols| self.write_tile(y, rows, cols, &padded, img, &mut out),
+        )?;
+        self.finish(img, out, maxv, input_time, stats)
+    }
+
+    /// Runs every tile of `padded` (the rows and columns of its rounded image) through
+    /// the network in passes: one per SE pooling layer (whole-image means), then the last
+    /// one, whose output of each tile goes to `sink` (after the device is synchronised).
+    #[allow(clippy::too_many_arguments)]
+    fn run_tiles(
+        &self,
+        padded: &Padded,
+        plan_rows: &[Range<usize>],
+        plan_cols: &[Range<usize>],
+        cache_bytes: usize,
+        progress: &mut dyn FnMut(Progress),
+        stats: &mut Stats,
+        sink: &mut TileSink<'_>,
+    ) -> Result<(), Error> {
+        let p = self.prepadding;
         let (hp, wp) = (padded.h, padded.w);
         let tiles: Vec<(Range<usize>, Range<usize>)> =
-            plan.rows.iter().flat_map(|r| plan.cols.iter().map(move |c| (r.clone(), c.clone()))).collect();
-        let input_time = started.elapsed();
-        if plan.rows.last().map(|r| r.end + 2 * p) != Some(hp) || plan.cols.last().map(|c| c.end + 2 * p) != Some(wp) {
+            plan_rows.iter().flat_map(|r| plan_cols.iter().map(move |c| (r.clone(), c.clone()))).collect();
+        if plan_rows.last().map(|r| r.end + 2 * p) != Some(hp) || plan_cols.last().map(|c| c.end + 2 * p) != Some(wp) {
             return Err(Error::Internal("the tiles do not cover the rounded image".into()));
         }
         let pools = self.net.pools();
         let passes = pools.len() + 1;
         let total = tiles.len() * passes;
-        let mut stats = Stats { tiles: tiles.len(), passes, ..Stats::default() };
+        stats.tiles = tiles.len();
+        stats.passes = passes;
         let mut states: Vec<Option<(Run, usize)>> = (0..tiles.len()).map(|_| None).collect();
         let mut cached = 0usize;
         let mut means: Means = vec![None; pools.len()];
-        let last_row = plan.rows.len() - 1;
-        let last_col = plan.cols.len() - 1;
+        let last_row = plan_rows.len() - 1;
+        let last_col = plan_cols.len() - 1;
         let start_or_resume =
             |i: usize, states: &mut Vec<Option<(Run, usize)>>, cached: &mut usize| match states[i].take() {
                 Some((run, bytes)) => {
@@ -356,6 +394,8 @@ impl Upscaler {
                     Ok((self.net.start(padded.window(rows, cols, p, self.net.device())?)?, true))
                 }
             };
+        let network_started = std::time::Instant::now();
+        let output_before = stats.output_time;
 
         for (k, pool) in pools.iter().enumerate() {
             let mut sums = vec![ExactSum::new(); pool.channels];
@@ -379,15 +419,15 @@ impl Upscaler {
                     own_extent(pool.ratio, n, full, &pool.layer)
                 };
                 let region = (
-                    own(rows.len(), dims[2], i / plan.cols.len() == last_row)?,
-                    own(cols.len(), dims[3], i % plan.cols.len() == last_col)?,
+                    own(rows.len(), dims[2], i / plan_cols.len() == last_row)?,
+                    own(cols.len(), dims[3], i % plan_cols.len() == last_col)?,
                 );
                 for (acc, part) in sums.iter_mut().zip(channel_sums(&blob, Some(region))?) {
                     acc.merge(&part);
                 }
                 drop(blob);
                 let bytes = run.live_bytes();
-                if tiles.len() == 1 || cached + bytes <= plan.cache_bytes {
+                if tiles.len() == 1 || cached + bytes <= cache_bytes {
                     cached += bytes;
                     states[i] = Some((run, bytes));
                 }
@@ -398,10 +438,6 @@ impl Upscaler {
             means[k] = Some(sums_to_means(&sums, pool)?);
         }
 
-        let out_channels = img.channels;
-        let (ow, oh) = (w * s, h * s);
-        let maxv = img.max_value();
-        let mut out = vec![0u16; ow * oh * out_channels];
         for (i, (rows, cols)) in tiles.iter().enumerate() {
             let (mut run, fresh) = start_or_resume(i, &mut states, &mut cached)?;
             if fresh && !pools.is_empty() {
@@ -414,11 +450,27 @@ impl Upscaler {
             drop(run);
             self.net.device().synchronize()?;
             let written = std::time::Instant::now();
-            self.write_tile(&y, rows, cols, &padded, img, &mut out)?;
+            sink(&y, rows, cols)?;
             stats.output_time += written.elapsed();
             progress(Progress { pass: passes, passes, done: (passes - 1) * tiles.len() + i + 1, total });
         }
+        stats.network_time += network_started.elapsed().saturating_sub(stats.output_time.saturating_sub(output_before));
+        Ok(())
+    }
 
+    /// The output image from its RGB samples `out` (interleaved, `img.channels` per pixel):
+    /// the alpha plane upscaled bicubically, 8-bit samples for an 8-bit input.
+    fn finish(
+        &self,
+        img: &Image,
+        mut out: Vec<u16>,
+        maxv: f32,
+        input_time: std::time::Duration,
+        mut stats: Stats,
+    ) -> Result<(Image, Stats), Error> {
+        let (w, h, s) = (img.width, img.height, self.scale());
+        let (ow, oh) = (w * s, h * s);
+        let out_channels = img.channels;
         if img.has_alpha() {
             let alpha: Vec<f32> = (0..w * h).map(|i| img.sample(i * 4 + 3)).collect();
             let up = bicubic::upscale_plane(&alpha, w, h, s);
@@ -431,8 +483,7 @@ impl Upscaler {
             Pixels::U16(_) => Pixels::U16(out),
         };
         stats.input_time = input_time;
-        stats.network_time = started.elapsed().saturating_sub(input_time + stats.output_time);
-        Ok((Image { width: ow, height: oh, channels: out_channels, pixels }, stats))
+        Ok((Image { width: ow, height: oh, channels: out_channels, pixels, grey: img.grey }, stats))
     }
 
     /// The pooled counts must be the untiled map's pixel count: the tiles' own parts

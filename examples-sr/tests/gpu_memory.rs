@@ -18,7 +18,7 @@ fn the_memory_estimate_matches_the_allocator_peak() {
                 !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
                 "ROCM_VISION_REQUIRE_GPU=1 but {e}"
             );
-            eprintln!("SKIPPED (no ROCm device): {e}");
+            common::skipped(format!("no ROCm device: {e}"));
             return;
         }
     };

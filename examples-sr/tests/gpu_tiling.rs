@@ -38,7 +38,7 @@ fn tile_auto_stays_in_the_default_budget_and_matches_the_whole_image() {
                 !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
                 "ROCM_VISION_REQUIRE_GPU=1 but {e}"
             );
-            eprintln!("SKIPPED {test} (no ROCm device): {e}");
+            common::skipped(format!("no ROCm device: {e}"));
             return;
         }
     };

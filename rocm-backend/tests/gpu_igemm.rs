@@ -197,7 +197,7 @@ fn emulated_rdna_kernels_agree_with_a_plain_gemm_on_1x1_convolutions() {
     // emulated RDNA fragment code against it on larger tiles than the random problems use.
     let Some(dev) = common::device() else { return };
     if dev.info().warp_size != 32 {
-        eprintln!("SKIPPED: the RDNA emulations need 32-lane waves");
+        common::skipped("the RDNA emulations need 32-lane waves");
         return;
     }
     let mut rng = StdRng::seed_from_u64(0x1d1);

@@ -7,6 +7,20 @@
 
 use rocm_backend::{RocmDevice, jit, runtime};
 
+/// Says on the process's own stderr that the calling test is skipped, and why, as
+/// `SKIPPED <test>: <reason>`. Written directly, not with `eprintln!`, which the test
+/// harness captures (and drops) for a test that passes: a skip is seen in every
+/// `cargo test` run (`cargo test 2>&1 | grep SKIPPED` lists them).
+fn skipped(reason: impl std::fmt::Display) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    // One line (a reason's first), written at once so that parallel tests do not split it.
+    let reason = reason.to_string();
+    let first = reason.lines().next().unwrap_or_default().trim_end_matches(" Tried:");
+    let line = format!("SKIPPED {}: {first}\n", thread.name().unwrap_or("a test"));
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 #[test]
 fn hiprtc_compiles_the_nhwc_igemm_module_for_each_matrix_core_family() {
     if let Err(e) = runtime() {
@@ -14,16 +28,16 @@ fn hiprtc_compiles_the_nhwc_igemm_module_for_each_matrix_core_family() {
             !std::env::var("ROCM_VISION_REQUIRE_ROCM").is_ok_and(|v| v == "1"),
             "ROCM_VISION_REQUIRE_ROCM=1 but: {e}"
         );
-        eprintln!("SKIPPED (needs the ROCm toolchain chroot): {e}");
+        skipped(format!("needs the ROCm toolchain chroot: {e}"));
         return;
     }
     if let Ok(d) = RocmDevice::open(0)
         && d.info().arch.starts_with("sm_")
     {
-        eprintln!(
-            "SKIPPED: the runtime is the HIP-on-CUDA test library ({}), which compiles NVIDIA targets only",
+        skipped(format!(
+            "the runtime is the HIP-on-CUDA test library ({}), which compiles NVIDIA targets only",
             d.info().arch
-        );
+        ));
         return;
     }
     let module = kernels::modules().iter().find(|m| m.name == "igemm_mma").expect("igemm_mma is registered");

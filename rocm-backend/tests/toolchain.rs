@@ -5,6 +5,20 @@
 
 use rocm_backend::{RocmDevice, RocmError, jit, runtime};
 
+/// Says on the process's own stderr that the calling test is skipped, and why, as
+/// `SKIPPED <test>: <reason>`. Written directly, not with `eprintln!`, which the test
+/// harness captures (and drops) for a test that passes: a skip is seen in every
+/// `cargo test` run (`cargo test 2>&1 | grep SKIPPED` lists them).
+fn skipped(reason: impl std::fmt::Display) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    // One line (a reason's first), written at once so that parallel tests do not split it.
+    let reason = reason.to_string();
+    let first = reason.lines().next().unwrap_or_default().trim_end_matches(" Tried:");
+    let line = format!("SKIPPED {}: {first}\n", thread.name().unwrap_or("a test"));
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 fn require_rocm() -> bool {
     std::env::var("ROCM_VISION_REQUIRE_ROCM").is_ok_and(|v| v == "1")
 }
@@ -17,7 +31,7 @@ fn missing_runtime_or_device_is_a_clear_error() {
             let msg = e.to_string();
             assert!(msg.starts_with("ROCm runtime not found") && msg.contains("ROCM_PATH"), "{msg}");
             assert!(matches!(RocmDevice::open(0), Err(RocmError::RuntimeNotFound(_))));
-            eprintln!("SKIPPED the device checks: {msg}");
+            skipped(format!("the device checks: {msg}"));
         }
         Ok(rt) => {
             println!(
@@ -37,7 +51,7 @@ fn missing_runtime_or_device_is_a_clear_error() {
 fn hiprtc_compiles_every_kernel_module_for_rdna3_and_rdna4() {
     if let Err(e) = runtime() {
         assert!(!require_rocm(), "ROCM_VISION_REQUIRE_ROCM=1 but: {e}");
-        eprintln!("SKIPPED (needs the ROCm toolchain chroot): {e}");
+        skipped(format!("needs the ROCm toolchain chroot: {e}"));
         return;
     }
     let archs: &[&str] =
@@ -69,7 +83,7 @@ fn hiprtc_compiles_every_kernel_module_for_rdna3_and_rdna4() {
 #[test]
 fn a_compile_error_returns_the_hiprtc_log() {
     if runtime().is_err() {
-        eprintln!("SKIPPED (needs the ROCm toolchain chroot)");
+        skipped("needs the ROCm toolchain chroot");
         return;
     }
     let broken = kernels::Module {

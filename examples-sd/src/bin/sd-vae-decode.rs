@@ -2,19 +2,24 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use cli_support::exit;
 use examples_sd::io::{check_outputs, load_latents, output_paths, write_png};
 use examples_sd::{Decoder, MemoryPlan, Model, TileSpec, VaeConfig, decode_tiled, peak_rss_bytes};
 use indicatif::{ProgressBar, ProgressStyle};
 use rocm_vision::{Budget, DType, Device, DeviceKind, Weights, format_bytes};
 use std::cell::RefCell;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Decode diffusion latents to images with a Stable Diffusion / FLUX VAE.
+/// Decode diffusion latents to images with a Stable Diffusion / FLUX VAE, on a ROCm GPU or
+/// the CPU.
 ///
 /// Latents are taken as the diffusion model emits them; the model's scaling (and shift)
 /// is undone here. A batch of N latents writes N images: OUT_0.png … OUT_{N-1}.png.
+///
+/// Exit status: 0 done; 1 the run failed (a file, a device, the decode); 2 the command line
+/// cannot work; 130 / 143 interrupted by SIGINT / SIGTERM (partial files removed).
 #[derive(Parser, Debug)]
 #[command(name = "sd-vae-decode", version)]
 struct Args {
@@ -60,6 +65,10 @@ struct Args {
     /// Overwrite existing output files.
     #[arg(long)]
     force: bool,
+    /// Decode latents that hold NaN or infinite values (by default refused: they decode to
+    /// a black or meaningless image).
+    #[arg(long)]
+    allow_nonfinite: bool,
     /// Tensor name in a latents .safetensors file (default: the only tensor, or
     /// `latents`, `latent`, `samples`, `z`).
     #[arg(long)]
@@ -78,9 +87,43 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     if let Err(e) = run(Args::parse()) {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
+        eprintln!("error: {}", one_line(&e));
+        let code = if e.downcast_ref::<Usage>().is_some() { exit::USAGE } else { exit::FAILED };
+        std::process::exit(code.into());
     }
+}
+
+/// A command line that cannot work (exit status 2; see `cli_support::exit`).
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+fn usage(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(Usage(e.to_string()))
+}
+
+/// The error and its causes on one line, each cause once: an error that already shows its
+/// source (e.g. `path: No such file or directory`) is not followed by the source again.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 fn parse_dtype(s: &str) -> Result<DType> {
@@ -88,8 +131,29 @@ fn parse_dtype(s: &str) -> Result<DType> {
         "f32" | "float32" => DType::F32,
         "f16" | "float16" | "fp16" => DType::F16,
         "bf16" | "bfloat16" => DType::BF16,
-        _ => bail!("unknown --dtype {s:?}: expected f32, f16 or bf16"),
+        _ => return Err(usage(format!("unknown --dtype {s:?}: expected f32, f16 or bf16"))),
     })
+}
+
+/// Fails before any decoding if an output would replace one of the run's inputs.
+fn check_not_inputs(outs: &[PathBuf], inputs: &[&Path]) -> Result<()> {
+    let identity = |p: &Path| -> PathBuf {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        dir.canonicalize().unwrap_or(dir).join(p.file_name().unwrap_or_default())
+    };
+    for o in outs {
+        if let Some(i) = inputs.iter().find(|i| identity(i) == identity(o)) {
+            bail!(
+                "{} would replace the input {}; choose another --out (--force never replaces an input)",
+                o.display(),
+                i.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Progress per stage: a bar on a terminal, plain lines otherwise.
@@ -136,13 +200,19 @@ impl Progress {
 
 fn run(args: Args) -> Result<()> {
     let t0 = Instant::now();
+    // Before anything is written: Ctrl-C / SIGTERM remove partial files and say what was done.
+    cli_support::partial::install_signal_handler("sd-vae-decode")?;
     let dtype = parse_dtype(&args.dtype)?;
+    if !args.out.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+        return Err(usage(format!("{}: the output must be a .png file", args.out.display())));
+    }
     let config = match (&args.config, &args.model) {
         (Some(path), _) => VaeConfig::from_diffusers_json(path)?,
-        (None, Some(m)) => m.parse::<Model>()?.config(),
-        (None, None) => bail!("give --model (sd, sdxl, sd3, flux) or --config config.json"),
+        (None, Some(m)) => m.parse::<Model>().map_err(usage)?.config(),
+        (None, None) => return Err(usage("give --model (sd, sdxl, sd3, flux) or --config config.json")),
     };
-    // Fail on a device we do not have before reading anything large.
+    // Fail on a device we do not have before reading anything large. A name that is not a
+    // device is a usage error; a device that cannot be opened (no ROCm) a failed run.
     let probe = if args.device.trim().eq_ignore_ascii_case("auto") {
         let (d, why) = Device::auto();
         if let Some(why) = why {
@@ -150,11 +220,14 @@ fn run(args: Args) -> Result<()> {
         }
         d
     } else {
-        Device::parse(&args.device)?
+        Device::parse(&args.device).map_err(|e| match e {
+            rocm_vision::Error::DeviceParse { .. } => usage(format!("{e} (expected auto, cpu, rocm or rocm:N)")),
+            e => e.into(),
+        })?
     };
     let budget = match &args.vram_budget {
         Some(s) => {
-            let b: Budget = s.parse()?;
+            let b: Budget = s.parse().map_err(usage)?;
             Some(b.resolve(host_available_bytes))
         }
         None => None,
@@ -164,22 +237,44 @@ fn run(args: Args) -> Result<()> {
     let latents = examples_sd::decoder::check_latent_shape(&latents, config.latent_channels).with_context(|| {
         format!("{} for --model/--config with {} latent channels", args.latents.display(), config.latent_channels)
     })?;
+    let bad = latents.to_vec::<f32>()?.iter().filter(|v| !v.is_finite()).count();
+    if bad > 0 {
+        let what =
+            format!("{}: {bad} of {} latent values are NaN or infinite", args.latents.display(), latents.elem_count());
+        if !args.allow_nonfinite {
+            bail!("{what}; the decode would be black or meaningless (--allow-nonfinite decodes them anyway)");
+        }
+        eprintln!("warning: {what}; decoding them anyway (--allow-nonfinite)");
+    }
     let (n, h, w) = (latents.dims()[0], latents.dims()[2], latents.dims()[3]);
     let outs = output_paths(&args.out, n);
+    let mut inputs = vec![args.vae.as_path(), args.latents.as_path()];
+    inputs.extend(args.config.as_deref());
+    check_not_inputs(&outs, &inputs)?;
     check_outputs(&outs, args.force)?;
+    for found in cli_support::stale::sweep(
+        outs.iter().map(|p| examples_sd::io::parent_dir(p)).collect::<Vec<_>>().iter().map(PathBuf::as_path),
+    ) {
+        eprintln!("note: {}", found.message());
+    }
+    cli_support::partial::set_total(outs.len());
 
     let tile = if args.tiled && args.tile_size.is_some() {
         let t = args.tile_size.unwrap_or(TileSpec::DEFAULT.tile);
         let spec = TileSpec { tile: t, overlap: args.tile_overlap.unwrap_or(t / 4) };
-        spec.validate()?;
+        spec.validate().map_err(usage)?;
         Some(spec)
     } else {
         None
     };
-    let mut plan = MemoryPlan::new(&config, dtype, (h, w), budget, args.tiled, tile)?;
+    // A budget that cannot hold the decode is a usage error, like an impossible tile.
+    let mut plan = MemoryPlan::new(&config, dtype, (h, w), budget, args.tiled, tile).map_err(|e| match e {
+        examples_sd::SdError::Budget(m) => usage(m),
+        e => e.into(),
+    })?;
     if let (Some(o), Some(t)) = (args.tile_overlap, plan.tile.as_mut()) {
         t.overlap = o;
-        t.validate()?;
+        t.validate().map_err(usage)?;
     }
 
     // On the CPU the budget caps the conv engine's workspace (what is left after weights
