@@ -60,6 +60,13 @@ for b in sd-vae-decode realcugan rocm-vision-info; do
         "$carry/bin/$b.xz" "$work/$b" && chmod +x "$work/$b"
 done
 
+# The GPU-tier binaries come xz-compressed (scripts/gpu-tier-build.sh).
+for z in .device-carry/bin/*.xz; do
+    [[ -f $z ]] || continue
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$z" "${z%.xz}" &&
+        chmod +x "${z%.xz}" && rm -f "$z"
+done
+
 # timed CMD...: CMD, then its wall, user and system seconds (bash's time: /usr/bin/time may
 # not be on the machine).
 timed() {
@@ -102,6 +109,17 @@ for dt in f32 f16; do
     say '```'
 done
 
+# 2b. The same with --tile auto under the default 2 GiB budget (GPU_DIAG_SR_AUTO=1): the
+#     tiled run's wall against its kernel time (ncu-sr-auto below).
+if [[ ${GPU_DIAG_SR_AUTO:-0} == 1 ]]; then
+    HOC_STATS=1 step sr-f16-auto 150 timed "$work/realcugan" -i "$work/sr/in" -o "$work/sr/out-auto" -s 2 -n 0 \
+        --model se --model-dir "$carry/models" --device rocm --dtype f16 --tile auto --force
+    say '```'
+    grep -E "upscale|peak|tile|^real " "$logs/sr-f16-auto.log" | head -12 >>"$summary"
+    grep -E "hip-on-cuda stats" "$logs/sr-f16-auto.log" | head -14 >>"$summary"
+    say '```'
+fi
+
 # 3. SD VAE decode 1024² f16.
 step vae-make 120 python3 benches/anchors/vae_decode_torch.py make --dir "$work/vae" --latents 8,128
 if [[ -f $work/vae/sd_vae_random.safetensors ]]; then
@@ -130,6 +148,8 @@ if command -v ncu >/dev/null && [[ ${GPU_DIAG_NCU_APPS:-1} == 1 ]]; then
     rm -rf "$work/sr/one" && mkdir -p "$work/sr/one" && cp "$work/sr/in/a.png" "$work/sr/one/"
     ncu_sum ncu-sr "$work/realcugan" -i "$work/sr/one" -o "$work/sr/out-ncu" -s 2 -n 0 --model se \
         --model-dir "$carry/models" --device rocm --dtype f16 --tile whole --vram-budget 24GiB --force
+    [[ ${GPU_DIAG_SR_AUTO:-0} == 1 ]] && ncu_sum ncu-sr-auto "$work/realcugan" -i "$work/sr/one" -o "$work/sr/out-ncu-auto" \
+        -s 2 -n 0 --model se --model-dir "$carry/models" --device rocm --dtype f16 --tile auto --force
 fi
 
 # 4b. A timeline of Real-CUGAN's two images (nsys: CUDA API calls, synchronisations and gaps
