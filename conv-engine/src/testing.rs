@@ -219,7 +219,7 @@ mod tests {
                 let g = [1, 2][i % 2];
                 Channels { input: g * rng.random_range(1..4), output: g * rng.random_range(1..4), groups: g }
             });
-            let g = &p.geometry;
+            let g = p.geometry();
             assert!((1..3).contains(&g.batch) && g.groups == [1, 2][i % 2], "{p}");
             if spec.pointwise {
                 assert_eq!((g.kernel, g.stride, g.pad_begin, g.pad_end), ([1, 1], [1, 1], [0, 0], [0, 0]), "{p}");
