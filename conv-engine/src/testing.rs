@@ -31,6 +31,8 @@ use crate::{Conv2dParams, ConvProblem, Padding2d};
 pub struct CountingAlloc {
     current: AtomicUsize,
     peak: AtomicUsize,
+    /// The largest single request (alloc or realloc size), granted or not.
+    largest: AtomicUsize,
     realloc: Realloc,
 }
 
@@ -52,7 +54,7 @@ impl CountingAlloc {
     }
 
     pub const fn with_realloc(realloc: Realloc) -> Self {
-        CountingAlloc { current: AtomicUsize::new(0), peak: AtomicUsize::new(0), realloc }
+        CountingAlloc { current: AtomicUsize::new(0), peak: AtomicUsize::new(0), largest: AtomicUsize::new(0), realloc }
     }
 
     /// Bytes live on the heap now.
@@ -67,6 +69,14 @@ impl CountingAlloc {
         self.peak.store(before, Ordering::SeqCst);
         let r = f();
         (r, self.peak.load(Ordering::SeqCst).saturating_sub(before))
+    }
+
+    /// Runs `f` and returns its result with the largest single allocation asked for while
+    /// it ran (granted or refused): what a loader given a small file must keep small.
+    pub fn largest_during<R>(&self, f: impl FnOnce() -> R) -> (R, usize) {
+        self.largest.store(0, Ordering::SeqCst);
+        let r = f();
+        (r, self.largest.load(Ordering::SeqCst))
     }
 
     fn grew(&self, bytes: usize) {
@@ -86,6 +96,7 @@ impl Default for CountingAlloc {
 // the counters are only bookkeeping.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.largest.fetch_max(layout.size(), Ordering::Relaxed);
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             self.grew(layout.size());
@@ -99,6 +110,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        self.largest.fetch_max(new_size, Ordering::Relaxed);
         match self.realloc {
             Realloc::System => {
                 let q = unsafe { System.realloc(p, layout, new_size) };
