@@ -186,6 +186,17 @@ pub fn fuzz(
     // Silence the default hook's message for every caught panic; they are counted.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
+    // The hook is restored however the loop ends (a bug in a mutator panics out of it).
+    struct Restore(Option<Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(h) = self.0.take() {
+                let _ = std::panic::take_hook();
+                std::panic::set_hook(h);
+            }
+        }
+    }
+    let restore = Restore(Some(hook));
     for i in 0..count {
         let mut input = rng.pick(seeds).clone();
         for _ in 0..1 + rng.below(3) {
@@ -218,7 +229,7 @@ pub fn fuzz(
             break;
         }
     }
-    std::panic::set_hook(hook);
+    drop(restore);
     report.elapsed = started.elapsed();
     report
 }

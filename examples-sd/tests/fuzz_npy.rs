@@ -61,7 +61,7 @@ fn header_aware(rng: &mut Rng, data: &[u8]) -> Option<Vec<u8>> {
         }
         _ => {
             let mut v = data.to_vec();
-            let bad: u16 = *rng.pick(&[0, 1, u16::MAX, n as u16 + 1, n as u16 - 1]);
+            let bad: u16 = *rng.pick(&[0, 1, u16::MAX, (n as u16).wrapping_add(1), (n as u16).wrapping_sub(1)]);
             v[8..10].copy_from_slice(&bad.to_le_bytes());
             return Some(v);
         }
