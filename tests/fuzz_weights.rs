@@ -58,7 +58,8 @@ fn header_aware(rng: &mut Rng, data: &[u8]) -> Option<Vec<u8>> {
         // The header length itself off by a little or a lot.
         _ => {
             let mut v = data.to_vec();
-            let bad: u64 = *rng.pick(&[n as u64 + 1, (n as u64).saturating_sub(1), 0, u64::MAX, 1 << 40, data.len() as u64]);
+            let bad: u64 =
+                *rng.pick(&[n as u64 + 1, (n as u64).saturating_sub(1), 0, u64::MAX, 1 << 40, data.len() as u64]);
             v[..8].copy_from_slice(&bad.to_le_bytes());
             return Some(v);
         }
@@ -82,7 +83,9 @@ fn weights_survive_mutated_files() {
                 continue;
             }
             match w.get_unchecked_shape(&k) {
-                Ok(t) => assert_eq!(t.dims().iter().product::<usize>(), w.info(&k).unwrap().0.iter().product::<usize>()),
+                Ok(t) => {
+                    assert_eq!(t.dims().iter().product::<usize>(), w.info(&k).unwrap().0.iter().product::<usize>())
+                }
                 Err(e) => return Err(e.to_string()),
             }
         }

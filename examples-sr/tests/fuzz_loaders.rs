@@ -123,8 +123,7 @@ fn models_dir() -> PathBuf {
 
 /// Up to four real `.param` files, if present.
 fn real_params() -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let Ok(dirs) = std::fs::read_dir(models_dir()) else { return out };
+    let Ok(dirs) = std::fs::read_dir(models_dir()) else { return Vec::new() };
     let mut files: Vec<PathBuf> = dirs
         .flatten()
         .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten().map(|e| e.path()))
@@ -138,7 +137,7 @@ fn real_params() -> Vec<Vec<u8>> {
 fn image_seeds() -> Vec<Vec<u8>> {
     use image::{ImageFormat, RgbImage, RgbaImage};
     let rgb = RgbImage::from_fn(13, 7, |x, y| image::Rgb([(x * 19) as u8, (y * 31) as u8, (x ^ y) as u8]));
-    let rgba = RgbaImage::from_fn(6, 9, |x, y| image::Rgba([(x * 40) as u8, (y * 25) as u8, 7, (x + y) as u8 * 20]));
+    let rgba = RgbaImage::from_fn(6, 9, |x, y| image::Rgba([(x * 40) as u8, (y * 25) as u8, 7, ((x + y) * 20) as u8]));
     let mut out = Vec::new();
     for (img, fmt) in [
         (image::DynamicImage::ImageRgb8(rgb.clone()), ImageFormat::Png),
@@ -221,8 +220,8 @@ fn loaders_survive_mutated_inputs() {
     let dir = std::env::temp_dir().join(format!("rocm-vision-fuzz-images-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("input.img");
-    // A decoded image may legitimately be ~1000x its compressed size (deflate's limit);
-    // the bound is that, not the header's claim.
+    // A decoded image may legitimately be ~1000x its compressed size (deflate's limit), and
+    // any image up to 64 MiB decoded is allowed: examples_sr::decode_limits.
     reports.push(fuzz(
         "images (PNG, JPEG, WebP through image_io::load)",
         &HEAP,
@@ -231,7 +230,7 @@ fn loaders_survive_mutated_inputs() {
         PER_FORMAT,
         CAP,
         &|_, _| None,
-        &|len| 1 << 20 | 1100 * len,
+        &|len| examples_sr::decode_limits::max_decode_bytes(len as u64) as usize,
         &|bytes| {
             std::fs::write(&path, bytes).map_err(|e| e.to_string())?;
             examples_sr::image_io::load(&path).map(drop).map_err(|e| e.to_string())

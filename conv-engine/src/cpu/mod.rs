@@ -251,8 +251,10 @@ impl CpuConv {
         &self.meter
     }
 
+    /// The budget and the workspace this engine holds now (other threads' convolutions),
+    /// so that concurrent convolutions share the budget instead of each taking all of it.
     pub fn budget_state(&self) -> BudgetState {
-        BudgetState { budget: self.budget.resolve(host_free_bytes), live: 0 }
+        BudgetState { budget: self.budget.resolve(host_free_bytes), live: self.meter.current_bytes() }
     }
 
     /// The plan the dispatcher chooses for `problem` now.
