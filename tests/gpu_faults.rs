@@ -5,7 +5,7 @@
 //! The CPU tier (the conv engine's hook, a VAE decode and a Real-CUGAN tile) is in
 //! examples-sd/tests/faults.rs and examples-sr/tests/faults.rs.
 
-use rocm_vision::{Conv2dParams, DType, Device, Error, RocmError, Tensor};
+use rocm_vision::{Conv2dParams, Device, Error, RocmError, Tensor};
 
 fn run(device: &Device) -> Result<Vec<f32>, Error> {
     let x = Tensor::from_vec((0..2 * 8 * 20 * 20).map(|i| (i % 17) as f32 / 17.0).collect(), &[2, 8, 20, 20], device)?;
