@@ -130,6 +130,11 @@ pub fn replace_number(rng: &mut Rng, v: &mut Vec<u8>) {
     v.splice(s..e, n);
 }
 
+/// A format-aware mutation: `None` when it does not apply to this input.
+pub type AwareMutation<'a> = &'a dyn Fn(&mut Rng, &[u8]) -> Option<Vec<u8>>;
+
+type PanicHook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static>;
+
 /// What one format's fuzzing found.
 #[derive(Debug, Default)]
 pub struct FuzzReport {
@@ -176,7 +181,7 @@ pub fn fuzz(
     seeds: &[Vec<u8>],
     count: usize,
     time_limit: Duration,
-    aware: &dyn Fn(&mut Rng, &[u8]) -> Option<Vec<u8>>,
+    aware: AwareMutation<'_>,
     bound: &dyn Fn(usize) -> usize,
     parse: &dyn Fn(&[u8]) -> Result<(), String>,
 ) -> FuzzReport {
@@ -187,7 +192,7 @@ pub fn fuzz(
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     // The hook is restored however the loop ends (a bug in a mutator panics out of it).
-    struct Restore(Option<Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static>>);
+    struct Restore(Option<PanicHook>);
     impl Drop for Restore {
         fn drop(&mut self) {
             if let Some(h) = self.0.take() {

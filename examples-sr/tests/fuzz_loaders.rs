@@ -208,7 +208,7 @@ fn loaders_survive_mutated_inputs() {
         "ncnn .bin (synthetic model)",
         &HEAP,
         0x5eed_0003,
-        &[bin.clone()],
+        std::slice::from_ref(&bin),
         PER_FORMAT,
         CAP,
         &bin_aware,
