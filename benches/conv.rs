@@ -173,7 +173,7 @@ fn main() {
                 Tensor::randn(0f32, 0.05, (s.k, s.c, s.r, s.r), &Device::Cpu).unwrap().to_dtype(args.dtype).unwrap();
             let params = Conv2dParams::default().with_padding(pad);
             let problem = ConvProblem::conv2d(x.dims(), w.dims(), args.dtype, args.dtype, &params).unwrap();
-            let flops = problem.geometry.flops() as f64;
+            let flops = problem.geometry().flops() as f64;
             let out_bytes = problem.output_bytes();
             let plan = engine.plan(&problem).unwrap();
             let (ours, ours_peak) = time(args.reps, || engine.run_plan(&plan, &x, &w, None).unwrap());
@@ -187,7 +187,7 @@ fn main() {
             let row = format!(
                 "| {} | {size}² | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
                 s.name,
-                plan.algorithm,
+                plan.algorithm(),
                 ours * 1e3,
                 flops / ours / 1e9,
                 mib(ours_peak),

@@ -59,7 +59,7 @@ impl Device {
         let ctx = match map.get(&ordinal) {
             Some(c) => c.clone(),
             None => {
-                let device = RocmDevice::open(ordinal).map_err(|e| Error::Device(e.to_string()))?;
+                let device = RocmDevice::open(ordinal)?;
                 let ctx = Arc::new(RocmContext { conv: RocmConv::new(device.clone()), device });
                 map.insert(ordinal, ctx.clone());
                 ctx
@@ -74,13 +74,13 @@ impl Device {
         let d = Device::rocm(ordinal)?;
         let ctx = d.rocm.as_ref().expect("a ROCm handle has a context");
         let dev = &ctx.device;
-        let (free, _) = dev.memory_info().map_err(|e| Error::Device(e.to_string()))?;
+        let (free, _) = dev.memory_info()?;
         let reserved = {
             let s = dev.allocator().stats();
             s.live + s.cached
         };
         let bytes = budget.resolve(|| free + reserved);
-        dev.allocator().set_budget(bytes, dev.stream()).map_err(|e| Error::Device(e.to_string()))?;
+        dev.allocator().set_budget(bytes, dev.stream())?;
         Ok(d)
     }
 
@@ -142,7 +142,7 @@ impl Device {
     /// Waits for all queued work (a no-op on the CPU).
     pub fn synchronize(&self) -> Result<()> {
         if let Some(c) = &self.rocm {
-            c.device.synchronize().map_err(|e| Error::Device(e.to_string()))?;
+            c.device.synchronize()?;
         }
         Ok(())
     }
@@ -153,7 +153,7 @@ impl Device {
     /// CPU; on ROCm with a warm cache, a load of the cached code objects.
     pub fn warm_kernels(&self, progress: &(dyn Fn(rocm_backend::jit::WarmEvent<'_>) + Sync)) -> Result<()> {
         if let Some(c) = &self.rocm {
-            c.device.jit().warm_all(progress).map_err(|e| Error::Device(e.to_string()))?;
+            c.device.jit().warm_all(progress)?;
         }
         Ok(())
     }
@@ -189,7 +189,7 @@ impl Device {
     /// is live: what a memory estimate adds for the conv beside its input and output.
     pub fn conv_workspace_bytes(&self, problem: &conv_engine::ConvProblem) -> Result<usize> {
         match &self.rocm {
-            None => Ok(self.cpu_conv.plan(problem)?.workspace_bytes),
+            None => Ok(self.cpu_conv.plan(problem)?.workspace_bytes()),
             Some(c) => {
                 let s = c.device.allocator().stats();
                 let state = conv_engine::BudgetState {
@@ -198,7 +198,7 @@ impl Device {
                 };
                 let plan = c.conv.dispatcher().plan(problem, state)?;
                 // Up to three workspace buffers, each rounded up to the allocator's size class.
-                Ok(plan.workspace_bytes + if plan.workspace_bytes > 0 { 3 * (2 << 20) } else { 0 })
+                Ok(plan.workspace_bytes() + if plan.workspace_bytes() > 0 { 3 * (2 << 20) } else { 0 })
             }
         }
     }

@@ -110,8 +110,7 @@ impl Tensor {
                     &s.array,
                     &s.layout,
                     &d.array,
-                )
-                .map_err(|e| Error::op("add_assign", e.to_string()))?;
+                )?;
                 return Ok(self);
             }
         }
@@ -154,7 +153,7 @@ impl Tensor {
                 outer,
                 cols,
             )
-            .map_err(|e| Error::op("slice_set", e.to_string()));
+            .map_err(Error::from);
         }
         Err(Error::op("slice_set", format!("tensors on {} and {}", self.device(), src.device())))
     }

@@ -16,10 +16,12 @@ pub mod tensor;
 pub mod weights;
 
 pub use candle_core::DType;
+pub use conv_engine::ConvError;
 pub use conv_engine::{Activation, Algorithm, Budget, Conv1dParams, Conv2dParams, Padding2d, format_bytes};
 pub use device::{Device, DeviceKind};
-pub use error::{Error, Result};
+pub use error::{BudgetShortfall, Error, Result};
 pub use exact_sum::ExactSum;
 pub use kernels::ops::{CmpOp, PadMode, ReduceOp};
+pub use rocm_backend::RocmError;
 pub use tensor::{ConvEpilogue, Tensor};
 pub use weights::Weights;

@@ -14,8 +14,10 @@ pub(crate) struct RocmTensor {
     pub layout: Layout,
 }
 
-fn op_err(op: &'static str, e: rocm_backend::RocmError) -> Error {
-    Error::Op { op, msg: e.to_string() }
+/// The backend's error as it is (each names its call or op already); `_op` says which
+/// tensor op it came from at the call site.
+fn op_err(_op: &'static str, e: rocm_backend::RocmError) -> Error {
+    Error::from(e)
 }
 
 impl RocmTensor {

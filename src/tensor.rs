@@ -117,8 +117,7 @@ impl Tensor {
                 Tensor::from_candle(candle_core::Tensor::full(value, shape, &device.candle())?.to_dtype(dtype)?, device)
             }
             Some(ctx) => {
-                let a = rocm_backend::ops::full(&ctx.device, dtype, shape.iter().product(), value)
-                    .map_err(|e| Error::op("full", e.to_string()))?;
+                let a = rocm_backend::ops::full(&ctx.device, dtype, shape.iter().product(), value)?;
                 Ok(Tensor { s: Storage::Rocm(RocmTensor::contiguous_new(a, shape)), device: device.clone() })
             }
         }
@@ -218,7 +217,7 @@ impl Tensor {
             // host path (download, candle's to_dtype, another copy) made Real-CUGAN's 1080p
             // output a 0.2 s wait.
             let c = if r.dtype() == T::DTYPE { r.contiguous()? } else { r.to_dtype(T::DTYPE)? };
-            return c.array.to_vec::<T>().map_err(|e| Error::op("to_vec", e.to_string()));
+            return c.array.to_vec::<T>().map_err(Error::from);
         }
         Ok(self.to_candle()?.flatten_all()?.to_dtype(T::DTYPE)?.to_vec1::<T>()?)
     }

@@ -18,9 +18,25 @@ struct Entry {
     end: usize,
 }
 
+/// The file's bytes: mapped from disk, or given in memory.
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
 struct File {
     path: PathBuf,
-    mmap: memmap2::Mmap,
+    mmap: Bytes,
     entries: BTreeMap<String, Entry>,
 }
 
@@ -53,16 +69,27 @@ impl Weights {
     pub fn open(path: impl AsRef<Path>, device: &Device) -> Result<Weights> {
         let path = path.as_ref().to_path_buf();
         let shown = path.display().to_string();
-        let err = |msg: String| Error::Weights { path: shown.clone(), msg };
         let f = std::fs::File::open(&path).map_err(|source| Error::Io { path: shown.clone(), source })?;
         // SAFETY: the map is read-only; a file truncated underneath us while mapped is
         // outside what any loader can defend against (as with every mmap loader).
         let mmap = unsafe { memmap2::Mmap::map(&f) }.map_err(|source| Error::Io { path: shown.clone(), source })?;
+        Self::from_buffer(path, Bytes::Mapped(mmap), device)
+    }
+
+    /// A safetensors file already in memory, validated as [`Weights::open`] validates a
+    /// file; `name` stands for its path in errors.
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>, device: &Device) -> Result<Weights> {
+        Self::from_buffer(name.into(), Bytes::Owned(bytes), device)
+    }
+
+    fn from_buffer(path: PathBuf, mmap: Bytes, device: &Device) -> Result<Weights> {
+        let shown = path.display().to_string();
+        let err = |msg: String| Error::Weights { path: shown.clone(), msg };
         let len = mmap.len();
         if len < 8 {
             return Err(err(format!("truncated: {len} bytes; a safetensors file starts with an 8-byte header length")));
         }
-        let header_len = u64::from_le_bytes(mmap[..8].try_into().expect("8 bytes"));
+        let header_len = u64::from_le_bytes([mmap[0], mmap[1], mmap[2], mmap[3], mmap[4], mmap[5], mmap[6], mmap[7]]);
         if header_len > (len - 8) as u64 {
             return Err(err(format!(
                 "truncated or not safetensors: the header length at offset 0 says {header_len} bytes, but only {} bytes follow it",
@@ -76,15 +103,16 @@ impl Weights {
             let dtype = candle_dtype(info.dtype).ok_or_else(|| {
                 err(format!("tensor {name:?} has dtype {:?}, which this library does not load", info.dtype))
             })?;
-            entries.insert(
-                name,
-                Entry {
-                    dtype,
-                    shape: info.shape.clone(),
-                    start: data_start + info.data_offsets.0,
-                    end: data_start + info.data_offsets.1,
-                },
-            );
+            let (start, end) = (data_start + info.data_offsets.0, data_start + info.data_offsets.1);
+            // read_metadata checked these; a loader that indexes by them checks again.
+            if start > end || end > len {
+                return Err(err(format!(
+                    "tensor {name:?}: data offsets {start}..{end} outside the file ({len} bytes)"
+                )));
+            }
+            if entries.insert(name.clone(), Entry { dtype, shape: info.shape.clone(), start, end }).is_some() {
+                return Err(err(format!("tensor {name:?} appears twice in the header")));
+            }
         }
         Ok(Weights {
             file: Arc::new(File { path, mmap, entries }),

@@ -42,7 +42,7 @@ fn main() {
                 }
             }
             for ((alg, _, _), secs) in engines.iter().zip(best) {
-                line += &format!("  {alg} {:.1} GFLOP/s", p.geometry.flops() as f64 / secs / 1e9);
+                line += &format!("  {alg} {:.1} GFLOP/s", p.geometry().flops() as f64 / secs / 1e9);
             }
             line += &format!("  Winograd/ImplicitGemm speed {:.2}", best[0] / best[1]);
             println!("{line}");

@@ -46,6 +46,20 @@ impl Algorithm {
         Algorithm::Direct,
     ];
 
+    /// What a problem must be for this algorithm to run it, on any device (a device may
+    /// ask more; its catalog decides).
+    pub fn requirements(self) -> &'static str {
+        match self {
+            Algorithm::ImplicitGemm | Algorithm::Direct => "any convolution",
+            Algorithm::Im2colGemm => {
+                "ungrouped, equal stride and dilation on both axes, not bf16 on the CPU; transposed ones whole (no row chunks) with uniform padding"
+            }
+            Algorithm::Gemm1x1 => "a forward 1x1 convolution with stride 1 and no padding (not bf16 on the CPU)",
+            Algorithm::Miopen => "a ROCm device built with the `miopen` feature",
+            Algorithm::Winograd => "a forward 3x3 convolution with stride 1, dilation 1 and no groups",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::ImplicitGemm => "ImplicitGemm",
@@ -91,7 +105,7 @@ pub struct Chunking {
 impl Chunking {
     /// The first (and largest) chunk of `problem` under this chunking.
     pub fn first(&self, problem: &ConvProblem) -> Chunk {
-        let g = &problem.geometry;
+        let g = problem.geometry();
         Chunk { batch: 0..self.batch_per_chunk.min(g.batch), rows: 0..self.rows_per_chunk.min(g.out_hw()[0]) }
     }
 }
@@ -157,37 +171,80 @@ impl BudgetState {
 
 /// The dispatcher's decision for one problem: the algorithm, the kernel the device's
 /// catalog chose for it (`K`, the catalog's [`AlgorithmCatalog::Kernel`]) and the chunking.
+///
+/// Only a [`Dispatcher`] makes plans ([`Dispatcher::plan`], or [`Dispatcher::plan_with`]
+/// for a given algorithm and chunking), after its catalog accepted the (problem,
+/// algorithm, chunking) and sized the workspace; the fields are private so that a plan
+/// cannot name an algorithm its problem does not fit.
+///
+/// ```compile_fail,E0451
+/// # fn f(plan: conv_engine::CpuPlan) {
+/// let forged = conv_engine::Plan { algorithm: conv_engine::Algorithm::Gemm1x1, ..plan };
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan<K> {
-    pub problem: ConvProblem,
-    pub algorithm: Algorithm,
-    /// What runs every chunk; execution reads it instead of choosing again.
-    pub kernel: K,
-    pub chunking: Chunking,
-    /// Peak workspace of the largest chunk.
-    pub workspace_bytes: usize,
-    /// The limit the algorithm sized its workspace for (what the budget left when the
-    /// plan was made); execution passes it back to the catalog.
-    pub workspace_limit: usize,
-    pub estimated_seconds: f64,
-    /// Whether the time came from a measurement recorded in the plan cache.
-    pub measured: bool,
+    problem: ConvProblem,
+    algorithm: Algorithm,
+    kernel: K,
+    chunking: Chunking,
+    workspace_bytes: usize,
+    workspace_limit: usize,
+    estimated_seconds: f64,
+    measured: bool,
 }
 
 impl<K> Plan<K> {
+    pub fn problem(&self) -> &ConvProblem {
+        &self.problem
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// What runs every chunk; execution reads it instead of choosing again.
+    pub fn kernel(&self) -> &K {
+        &self.kernel
+    }
+
+    pub fn chunking(&self) -> Chunking {
+        self.chunking
+    }
+
+    /// Peak workspace of the largest chunk.
+    pub fn workspace_bytes(&self) -> usize {
+        self.workspace_bytes
+    }
+
+    /// The limit the algorithm sized its workspace for (what the budget left when the
+    /// plan was made); execution passes it back to the catalog.
+    pub fn workspace_limit(&self) -> usize {
+        self.workspace_limit
+    }
+
+    pub fn estimated_seconds(&self) -> f64 {
+        self.estimated_seconds
+    }
+
+    /// Whether the time came from a measurement recorded in the plan cache.
+    pub fn measured(&self) -> bool {
+        self.measured
+    }
+
     /// The chunks in execution order (batch outer, rows inner).
     pub fn chunks(&self) -> Vec<Chunk> {
         chunk_list(&self.problem, self.chunking)
     }
 
     pub fn chunk_count(&self) -> usize {
-        let g = &self.problem.geometry;
+        let g = self.problem.geometry();
         g.batch.div_ceil(self.chunking.batch_per_chunk) * g.out_hw()[0].div_ceil(self.chunking.rows_per_chunk)
     }
 }
 
 fn chunk_list(problem: &ConvProblem, c: Chunking) -> Vec<Chunk> {
-    let g = &problem.geometry;
+    let g = problem.geometry();
     let rows = g.out_hw()[0];
     let mut out = Vec::new();
     for b0 in (0..g.batch).step_by(c.batch_per_chunk) {
@@ -290,18 +347,11 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
         Ok(plan)
     }
 
-    /// Every feasible (algorithm, chunking) with its cost; the cheapest wins.
-    fn choose(&self, problem: &ConvProblem, budget: BudgetState) -> Result<Plan<C::Kernel>, ConvError> {
-        let available = budget.available();
-        let g = &problem.geometry;
+    /// The candidate chunkings of `problem` in order of preference: whole, batch
+    /// halvings, then row halvings of one image, each with the unit it splits by.
+    fn chunkings(problem: &ConvProblem) -> Vec<(Chunking, &'static str)> {
+        let g = problem.geometry();
         let rows = g.out_hw()[0];
-        let mut best: Option<Plan<C::Kernel>> = None;
-        // The smallest workspace any allowed algorithm needs, for the error message.
-        let mut smallest: Option<(usize, Algorithm, &'static str)> = None;
-        let mut any_supported = false;
-
-        // Candidate chunkings in order of preference: whole, batch halvings, then row
-        // halvings of one image. An algorithm takes the first that fits.
         let mut chunkings = vec![(Chunking { batch_per_chunk: g.batch, rows_per_chunk: rows }, "problem")];
         let mut nb = g.batch;
         while nb > 1 {
@@ -313,61 +363,130 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
             nr = nr.div_ceil(2);
             chunkings.push((Chunking { batch_per_chunk: 1, rows_per_chunk: nr }, "output row"));
         }
+        chunkings
+    }
 
+    /// The plan of `alg` over `chunking` with its workspace, whether it fits `available`
+    /// or not; `None` when the catalog cannot run the problem so.
+    fn candidate(
+        &self,
+        alg: Algorithm,
+        problem: &ConvProblem,
+        chunking: Chunking,
+        available: usize,
+    ) -> Option<Plan<C::Kernel>> {
+        let kernel = self.catalog.kernel(alg, problem, chunking, available)?;
+        let ws = self.max_workspace(&kernel, problem, chunking, available)?;
+        let chunks = chunk_list(problem, chunking);
+        let measured = self.cache.measurement(problem, alg).filter(|_| chunks.len() == 1);
+        let seconds = measured.unwrap_or_else(|| {
+            chunks.iter().map(|c| self.catalog.estimated_seconds(&kernel, problem, c)).sum::<f64>()
+                + PER_CHUNK_SECONDS * (chunks.len() - 1) as f64
+        });
+        Some(Plan {
+            problem: *problem,
+            algorithm: alg,
+            kernel,
+            chunking,
+            workspace_bytes: ws,
+            workspace_limit: available,
+            estimated_seconds: seconds,
+            measured: measured.is_some(),
+        })
+    }
+
+    /// Every feasible (algorithm, chunking) with its cost; the cheapest wins.
+    fn choose(&self, problem: &ConvProblem, budget: BudgetState) -> Result<Plan<C::Kernel>, ConvError> {
+        let available = budget.available();
+        let mut best: Option<Plan<C::Kernel>> = None;
+        // The smallest workspace any allowed algorithm needs, for the error message.
+        let mut smallest: Option<(usize, Algorithm, &'static str)> = None;
+        let chunkings = Self::chunkings(problem);
         for &alg in &self.allowed {
             for &(chunking, unit) in &chunkings {
                 // None: the algorithm cannot run chunks of this shape; try the next.
-                let Some(kernel) = self.catalog.kernel(alg, problem, chunking, available) else { continue };
-                let Some(ws) = self.max_workspace(&kernel, problem, chunking, available) else { continue };
-                any_supported = true;
-                if smallest.is_none_or(|(s, _, _)| ws < s) {
-                    smallest = Some((ws, alg, unit));
+                let Some(plan) = self.candidate(alg, problem, chunking, available) else { continue };
+                if smallest.is_none_or(|(s, _, _)| plan.workspace_bytes < s) {
+                    smallest = Some((plan.workspace_bytes, alg, unit));
                 }
-                if ws > available {
+                if plan.workspace_bytes > available {
                     continue;
                 }
-                let chunks = chunk_list(problem, chunking);
-                let measured = self.cache.measurement(problem, alg).filter(|_| chunks.len() == 1);
-                let seconds = measured.unwrap_or_else(|| {
-                    chunks.iter().map(|c| self.catalog.estimated_seconds(&kernel, problem, c)).sum::<f64>()
-                        + PER_CHUNK_SECONDS * (chunks.len() - 1) as f64
-                });
-                let plan = Plan {
-                    problem: *problem,
-                    algorithm: alg,
-                    kernel,
-                    chunking,
-                    workspace_bytes: ws,
-                    workspace_limit: available,
-                    estimated_seconds: seconds,
-                    measured: measured.is_some(),
-                };
                 if best.as_ref().is_none_or(|b| plan.estimated_seconds < b.estimated_seconds) {
                     best = Some(plan);
                 }
                 break;
             }
         }
-
         if let Some(plan) = best {
             return Ok(plan);
         }
-        if !any_supported {
-            return Err(ConvError::NoAlgorithm {
+        match smallest {
+            None => Err(ConvError::NoAlgorithm {
                 problem: problem.to_string(),
                 allowed: self.allowed.iter().map(|a| a.name()).collect::<Vec<_>>().join(", "),
+            }),
+            Some((needed, alg, unit)) => Err(budget_exceeded(problem, alg, unit, needed, budget)),
+        }
+    }
+
+    /// The plan that runs `problem` with `algorithm` (whether or not the dispatcher would
+    /// choose it), split by `chunking` or, when `None`, by the first of the dispatcher's
+    /// chunkings that fits the budget. Errors, instead of a plan the executors cannot run:
+    /// [`ConvError::AlgorithmNotOffered`] when the device has no such algorithm,
+    /// [`ConvError::AlgorithmUnsupported`] when it cannot run this problem (or these
+    /// chunks), a [`ConvError::Parameter`] for an empty chunk, and
+    /// [`ConvError::BudgetExceeded`] when the workspace does not fit. Not cached.
+    pub fn plan_with(
+        &self,
+        problem: &ConvProblem,
+        algorithm: Algorithm,
+        chunking: Option<Chunking>,
+        budget: BudgetState,
+    ) -> Result<Plan<C::Kernel>, ConvError> {
+        if !self.catalog.algorithms().contains(&algorithm) {
+            return Err(ConvError::AlgorithmNotOffered {
+                algorithm: algorithm.name(),
+                device: self.catalog.device_key(),
             });
         }
-        let (needed, alg, unit) = smallest.expect("a supported algorithm was considered");
-        Err(ConvError::BudgetExceeded {
+        let available = budget.available();
+        let unsupported = |chunking: Option<Chunking>| ConvError::AlgorithmUnsupported {
             problem: problem.to_string(),
-            algorithm: alg.to_string(),
-            unit,
-            needed,
-            available,
-            budget: budget.budget,
-            live: budget.live,
-        })
+            algorithm: algorithm.name(),
+            chunking: chunking
+                .map(|c| format!(" in chunks of {} images x {} rows", c.batch_per_chunk, c.rows_per_chunk)),
+            requires: algorithm.requirements(),
+        };
+        let candidates = match chunking {
+            Some(c) => {
+                if c.batch_per_chunk == 0 || c.rows_per_chunk == 0 {
+                    return Err(ConvError::Parameter {
+                        op: problem.op_name(),
+                        param: "chunking",
+                        value: format!("{} images x {} rows", c.batch_per_chunk, c.rows_per_chunk),
+                        reason: "a chunk needs at least one image and one output row",
+                    });
+                }
+                vec![(c, "chunk")]
+            }
+            None => Self::chunkings(problem),
+        };
+        let mut smallest: Option<(usize, &'static str)> = None;
+        for (c, unit) in candidates {
+            let Some(plan) = self.candidate(algorithm, problem, c, available) else { continue };
+            if plan.workspace_bytes <= available {
+                trace_decision(&self.catalog, &plan, budget, false);
+                return Ok(plan);
+            }
+            if smallest.is_none_or(|(s, _)| plan.workspace_bytes < s) {
+                smallest = Some((plan.workspace_bytes, unit));
+            }
+        }
+        match smallest {
+            None => Err(unsupported(chunking)),
+            Some((needed, unit)) => Err(budget_exceeded(problem, algorithm, unit, needed, budget)),
+        }
     }
 
     /// The largest workspace over a chunking's chunks. Chunks of the same size differ only
@@ -390,6 +509,24 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
             max = max.max(self.catalog.workspace_bytes(kernel, problem, c, limit)?);
         }
         Some(max)
+    }
+}
+
+fn budget_exceeded(
+    problem: &ConvProblem,
+    alg: Algorithm,
+    unit: &'static str,
+    needed: usize,
+    budget: BudgetState,
+) -> ConvError {
+    ConvError::BudgetExceeded {
+        problem: problem.to_string(),
+        algorithm: alg.to_string(),
+        unit,
+        needed,
+        available: budget.available(),
+        budget: budget.budget,
+        live: budget.live,
     }
 }
 
@@ -417,7 +554,7 @@ fn trace_decision<C: AlgorithmCatalog>(catalog: &C, plan: &Plan<C::Kernel>, budg
 /// Whether output-row chunking of `problem` can be expressed as independent sub-problems
 /// (forward convolutions); transposed ones are chunked by the executors that can.
 pub fn rows_are_subproblems(problem: &ConvProblem) -> bool {
-    problem.geometry.kind == ConvKind::Forward
+    problem.geometry().kind == ConvKind::Forward
 }
 
 #[cfg(test)]

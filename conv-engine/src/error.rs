@@ -44,6 +44,21 @@ pub enum ConvError {
     #[error("{problem}: none of the allowed algorithms ({allowed}) supports this problem")]
     NoAlgorithm { problem: String, allowed: String },
 
+    #[error("{algorithm} is not an algorithm of device {device}")]
+    AlgorithmNotOffered { algorithm: &'static str, device: String },
+
+    #[error("{problem}: {algorithm} cannot run it{}; it needs {requires}", chunking.as_deref().unwrap_or(""))]
+    AlgorithmUnsupported { problem: String, algorithm: &'static str, chunking: Option<String>, requires: &'static str },
+
+    #[error("{op}: the {what} buffer holds {len} elements, the problem needs {needed}")]
+    BufferLength { op: &'static str, what: &'static str, len: usize, needed: usize },
+
+    #[error(
+        "could not allocate {bytes} bytes of convolution {what} (allocation {index}){}",
+        if *injected { ": injected fault" } else { "" }
+    )]
+    AllocationFailed { what: &'static str, bytes: usize, index: u64, injected: bool },
+
     #[error("{0}")]
     Candle(#[from] candle_core::Error),
 }

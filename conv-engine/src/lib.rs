@@ -9,6 +9,8 @@ pub mod budget;
 pub mod cpu;
 pub mod dispatch;
 pub mod error;
+#[cfg(feature = "testing")]
+pub mod fuzz;
 pub mod problem;
 pub mod reference;
 #[cfg(feature = "testing")]

@@ -157,17 +157,26 @@ pub enum Rank {
 ///
 /// Built by [`ConvProblem::conv2d`], [`ConvProblem::conv1d`],
 /// [`ConvProblem::conv_transpose2d`] or [`ConvProblem::conv_transpose1d`] from tensor
-/// shapes, which check every parameter and name the bad one in the error.
+/// shapes, which check every parameter and name the bad one in the error. The fields are
+/// private so that every `ConvProblem` is one of these validated ones: the executors rely
+/// on it (groups divide both channel counts, the output is at least 1x1, ...).
+///
+/// ```compile_fail,E0616
+/// # use conv_engine::{ConvProblem, Conv2dParams};
+/// let mut p = ConvProblem::conv2d(&[1, 4, 8, 8], &[4, 4, 3, 3], candle_core::DType::F32,
+///     candle_core::DType::F32, &Conv2dParams::default()).unwrap();
+/// p.geometry.groups = 3; // private: an impossible problem cannot be made by hand
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConvProblem {
-    pub geometry: ConvGeometry,
-    pub dtype: ConvDType,
-    pub rank: Rank,
+    geometry: ConvGeometry,
+    dtype: ConvDType,
+    rank: Rank,
 }
 
 impl fmt::Display for ConvProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let g = &self.geometry;
+        let g = self.geometry();
         let name = match (g.kind, self.rank) {
             (ConvKind::Forward, Rank::Two) => "conv2d",
             (ConvKind::Forward, Rank::One) => "conv1d",
@@ -204,6 +213,20 @@ fn dtype_of(op: &'static str, what: &'static str, dtype: candle_core::DType) -> 
 }
 
 impl ConvProblem {
+    /// The convolution's geometry (a copy of it can be edited freely; it does not feed
+    /// back into the problem).
+    pub fn geometry(&self) -> &ConvGeometry {
+        &self.geometry
+    }
+
+    pub fn dtype(&self) -> ConvDType {
+        self.dtype
+    }
+
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
     /// A 2-D convolution of an `[N, C, H, W]` input with `[K, C/groups, R, S]` weights.
     pub fn conv2d(
         input: &[usize],
@@ -271,12 +294,7 @@ impl ConvProblem {
         weight_dtype: candle_core::DType,
         p: &Conv2dParams,
     ) -> Result<Self, ConvError> {
-        let op = match (kind, rank) {
-            (ConvKind::Forward, Rank::Two) => "conv2d",
-            (ConvKind::Forward, Rank::One) => "conv1d",
-            (ConvKind::Transposed, Rank::Two) => "conv_transpose2d",
-            (ConvKind::Transposed, Rank::One) => "conv_transpose1d",
-        };
+        let op = op_name(kind, rank);
         for (what, shape) in [("input", input), ("weight", weight)] {
             if shape.len() != 4 {
                 return Err(ConvError::Rank { op, what, expected: 4, shape: shape.to_vec() });
@@ -385,7 +403,7 @@ impl ConvProblem {
 
     /// Output tensor shape (`[N, K, L]` for 1-D, `[N, K, P, Q]` for 2-D).
     pub fn output_shape(&self) -> Vec<usize> {
-        let g = &self.geometry;
+        let g = self.geometry();
         let [p, q] = g.out_hw();
         match self.rank {
             Rank::One => vec![g.batch, g.out_channels, q],
@@ -395,7 +413,7 @@ impl ConvProblem {
 
     /// Input tensor shape (`[N, C, L]` for 1-D, `[N, C, H, W]` for 2-D).
     pub fn input_shape(&self) -> Vec<usize> {
-        let g = &self.geometry;
+        let g = self.geometry();
         let [h, w] = g.in_size;
         match self.rank {
             Rank::One => vec![g.batch, g.in_channels, w],
@@ -405,7 +423,7 @@ impl ConvProblem {
 
     /// Weight tensor shape in the layout documented on [`ConvGeometry`].
     pub fn weight_shape(&self) -> Vec<usize> {
-        let d = self.geometry.weight_dims();
+        let d = self.geometry().weight_dims();
         match self.rank {
             Rank::One => vec![d[0], d[1], d[3]],
             Rank::Two => d.to_vec(),
@@ -413,30 +431,47 @@ impl ConvProblem {
     }
 
     pub fn input_bytes(&self) -> usize {
-        self.geometry.input_len() * self.dtype.size_in_bytes()
+        self.geometry().input_len() * self.dtype.size_in_bytes()
     }
 
     pub fn weight_bytes(&self) -> usize {
-        self.geometry.weight_len() * self.dtype.size_in_bytes()
+        self.geometry().weight_len() * self.dtype.size_in_bytes()
     }
 
     pub fn output_bytes(&self) -> usize {
-        self.geometry.output_len() * self.dtype.size_in_bytes()
+        self.geometry().output_len() * self.dtype.size_in_bytes()
     }
 
-    /// The same problem restricted to `batch` images.
-    pub fn with_batch(&self, batch: usize) -> Self {
+    /// The same problem restricted to `batch` images (at least one).
+    pub fn with_batch(&self, batch: usize) -> Result<Self, ConvError> {
+        if batch == 0 {
+            return Err(ConvError::Parameter {
+                op: self.op_name(),
+                param: "batch",
+                value: "0".into(),
+                reason: "a sub-problem needs at least one image",
+            });
+        }
         let mut p = *self;
         p.geometry.batch = batch;
-        p
+        Ok(p)
     }
 
     /// A forward problem restricted to output rows `rows`: the input narrowed to the rows
     /// those outputs read, and the padding adjusted so the sub-problem's output is exactly
-    /// those rows. Returns the sub-problem and the input rows it reads.
-    pub fn output_rows(&self, rows: std::ops::Range<usize>) -> (Self, std::ops::Range<usize>) {
-        let g = &self.geometry;
-        debug_assert_eq!(g.kind, ConvKind::Forward);
+    /// those rows. Returns the sub-problem and the input rows it reads. `rows` must be a
+    /// non-empty range of the output's rows, and the problem a forward one.
+    pub fn output_rows(&self, rows: std::ops::Range<usize>) -> Result<(Self, std::ops::Range<usize>), ConvError> {
+        let g = self.geometry();
+        let out_rows = g.out_hw()[0];
+        if g.kind != ConvKind::Forward || rows.is_empty() || rows.end > out_rows {
+            return Err(ConvError::Parameter {
+                op: self.op_name(),
+                param: "output rows",
+                value: format!("{rows:?} of {out_rows}"),
+                reason: "row sub-problems need a non-empty range of a forward convolution's output rows",
+            });
+        }
         let input_rows = g.input_rows_for(rows.clone());
         let lo = (rows.start * g.stride[0]) as isize - g.pad_begin[0] as isize;
         let hi = ((rows.end - 1) * g.stride[0] + g.dilation[0] * (g.kernel[0] - 1)) as isize - g.pad_begin[0] as isize;
@@ -444,8 +479,22 @@ impl ConvProblem {
         sub.geometry.in_size[0] = input_rows.len();
         sub.geometry.pad_begin[0] = (input_rows.start as isize - lo) as usize;
         sub.geometry.pad_end[0] = (hi + 1 - input_rows.end as isize) as usize;
-        debug_assert_eq!(sub.geometry.out_size().map(|o| o[0]), Some(rows.len()));
-        (sub, input_rows)
+        debug_assert_eq!(sub.geometry().out_size().map(|o| o[0]), Some(rows.len()));
+        Ok((sub, input_rows))
+    }
+
+    /// `conv2d`, `conv1d`, `conv_transpose2d` or `conv_transpose1d`.
+    pub fn op_name(&self) -> &'static str {
+        op_name(self.geometry().kind, self.rank)
+    }
+}
+
+fn op_name(kind: ConvKind, rank: Rank) -> &'static str {
+    match (kind, rank) {
+        (ConvKind::Forward, Rank::Two) => "conv2d",
+        (ConvKind::Forward, Rank::One) => "conv1d",
+        (ConvKind::Transposed, Rank::Two) => "conv_transpose2d",
+        (ConvKind::Transposed, Rank::One) => "conv_transpose1d",
     }
 }
 
@@ -491,11 +540,11 @@ mod tests {
     #[test]
     fn output_rows_subproblem_has_exactly_those_rows() {
         let p = conv2d(&[1, 2, 17, 9], &[3, 2, 3, 3], Conv2dParams::default().with_padding(1).with_stride(2)).unwrap();
-        let [rows, _] = p.geometry.out_hw();
+        let [rows, _] = p.geometry().out_hw();
         for start in 0..rows {
             for end in start + 1..=rows {
-                let (sub, _) = p.output_rows(start..end);
-                assert_eq!(sub.geometry.out_hw()[0], end - start);
+                let (sub, _) = p.output_rows(start..end).unwrap();
+                assert_eq!(sub.geometry().out_hw()[0], end - start);
             }
         }
     }

@@ -31,6 +31,8 @@ use crate::{Conv2dParams, ConvProblem, Padding2d};
 pub struct CountingAlloc {
     current: AtomicUsize,
     peak: AtomicUsize,
+    /// The largest single request (alloc or realloc size), granted or not.
+    largest: AtomicUsize,
     realloc: Realloc,
 }
 
@@ -52,7 +54,7 @@ impl CountingAlloc {
     }
 
     pub const fn with_realloc(realloc: Realloc) -> Self {
-        CountingAlloc { current: AtomicUsize::new(0), peak: AtomicUsize::new(0), realloc }
+        CountingAlloc { current: AtomicUsize::new(0), peak: AtomicUsize::new(0), largest: AtomicUsize::new(0), realloc }
     }
 
     /// Bytes live on the heap now.
@@ -67,6 +69,14 @@ impl CountingAlloc {
         self.peak.store(before, Ordering::SeqCst);
         let r = f();
         (r, self.peak.load(Ordering::SeqCst).saturating_sub(before))
+    }
+
+    /// Runs `f` and returns its result with the largest single allocation asked for while
+    /// it ran (granted or refused): what a loader given a small file must keep small.
+    pub fn largest_during<R>(&self, f: impl FnOnce() -> R) -> (R, usize) {
+        self.largest.store(0, Ordering::SeqCst);
+        let r = f();
+        (r, self.largest.load(Ordering::SeqCst))
     }
 
     fn grew(&self, bytes: usize) {
@@ -86,6 +96,7 @@ impl Default for CountingAlloc {
 // the counters are only bookkeeping.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.largest.fetch_max(layout.size(), Ordering::Relaxed);
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             self.grew(layout.size());
@@ -99,6 +110,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        self.largest.fetch_max(new_size, Ordering::Relaxed);
         match self.realloc {
             Realloc::System => {
                 let q = unsafe { System.realloc(p, layout, new_size) };
@@ -219,7 +231,7 @@ mod tests {
                 let g = [1, 2][i % 2];
                 Channels { input: g * rng.random_range(1..4), output: g * rng.random_range(1..4), groups: g }
             });
-            let g = &p.geometry;
+            let g = p.geometry();
             assert!((1..3).contains(&g.batch) && g.groups == [1, 2][i % 2], "{p}");
             if spec.pointwise {
                 assert_eq!((g.kernel, g.stride, g.pad_begin, g.pad_end), ([1, 1], [1, 1], [0, 0], [0, 0]), "{p}");

@@ -1,22 +1,59 @@
-//! Workspace buffers that count themselves.
+//! Workspace buffers that count themselves, and the engine's allocation fault hook.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crate::error::ConvError;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-/// Bytes of workspace the engine holds now and at most since the last reset.
+/// Bytes of workspace the engine holds now and at most since the last reset; every
+/// buffer the engine allocates itself (workspace and convolution outputs) is admitted
+/// here first, which is where a test can make the N-th one fail
+/// ([`WorkspaceMeter::fail_nth_allocation`]).
 #[derive(Debug, Default)]
 pub struct WorkspaceMeter {
     current: AtomicUsize,
     peak: AtomicUsize,
+    /// Allocations admitted since the engine was made.
+    allocations: AtomicU64,
+    /// The allocation index (1-based, in `allocations`) that fails; 0: none.
+    fail_at: AtomicU64,
 }
 
 impl WorkspaceMeter {
     /// An f32 buffer of `len` elements, counted until dropped. Its contents are
-    /// unspecified (NaN): executors must write before they read.
-    pub fn alloc_f32(&self, len: usize) -> MeteredBuffer<'_> {
-        let bytes = len * std::mem::size_of::<f32>();
+    /// unspecified (NaN): executors must write before they read. Fails cleanly (no abort)
+    /// when the memory cannot be had, or when the fault hook says so.
+    pub fn alloc_f32(&self, len: usize) -> Result<MeteredBuffer<'_>, ConvError> {
+        let bytes = len.saturating_mul(std::mem::size_of::<f32>());
+        let data = self.try_vec(len, f32::NAN, "workspace")?;
         let now = self.current.fetch_add(bytes, Ordering::Relaxed) + bytes;
         self.peak.fetch_max(now, Ordering::Relaxed);
-        MeteredBuffer { data: vec![f32::NAN; len], meter: self, bytes }
+        Ok(MeteredBuffer { data, meter: self, bytes })
+    }
+
+    /// A vector of `len` copies of `fill`, admitted through the fault hook and allocated
+    /// fallibly: an error, not an abort, when it cannot be had.
+    pub fn try_vec<T: Clone>(&self, len: usize, fill: T, what: &'static str) -> Result<Vec<T>, ConvError> {
+        let bytes = len.saturating_mul(std::mem::size_of::<T>());
+        let index = self.allocations.fetch_add(1, Ordering::Relaxed) + 1;
+        let fail_at = self.fail_at.load(Ordering::Relaxed);
+        if fail_at != 0 && index == fail_at {
+            return Err(ConvError::AllocationFailed { what, bytes, index, injected: true });
+        }
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).map_err(|_| ConvError::AllocationFailed { what, bytes, index, injected: false })?;
+        v.resize(len, fill);
+        Ok(v)
+    }
+
+    /// Test hook: the `n`-th allocation the engine makes from now on (1: the next) fails
+    /// with [`ConvError::AllocationFailed`]; `None` disarms it. One failure per arming.
+    pub fn fail_nth_allocation(&self, n: Option<u64>) {
+        let at = n.map_or(0, |n| self.allocations.load(Ordering::Relaxed) + n.max(1));
+        self.fail_at.store(at, Ordering::Relaxed);
+    }
+
+    /// Allocations the engine has admitted so far (the fault hook counts in these).
+    pub fn allocations(&self) -> u64 {
+        self.allocations.load(Ordering::Relaxed)
     }
 
     pub fn current_bytes(&self) -> usize {
@@ -66,12 +103,27 @@ mod tests {
     fn counts_current_and_peak() {
         let m = WorkspaceMeter::default();
         {
-            let _a = m.alloc_f32(10);
-            let _b = m.alloc_f32(5);
+            let _a = m.alloc_f32(10).unwrap();
+            let _b = m.alloc_f32(5).unwrap();
             assert_eq!(m.current_bytes(), 60);
         }
         assert_eq!((m.current_bytes(), m.peak_bytes()), (0, 60));
         m.reset_peak();
         assert_eq!(m.peak_bytes(), 0);
+    }
+
+    #[test]
+    fn the_armed_allocation_fails_once_and_cleanly() {
+        let m = WorkspaceMeter::default();
+        let _a = m.alloc_f32(1).unwrap();
+        m.fail_nth_allocation(Some(2));
+        let _b = m.alloc_f32(1).unwrap();
+        let e = m.alloc_f32(3).err().expect("the second allocation from arming fails");
+        assert!(matches!(e, ConvError::AllocationFailed { bytes: 12, index: 3, injected: true, .. }), "{e:?}");
+        assert_eq!(m.current_bytes(), 8);
+        assert!(m.alloc_f32(3).is_ok());
+        // A request no machine can hold is an error, not an abort.
+        let e = m.try_vec::<u8>(usize::MAX / 2, 0, "output").unwrap_err();
+        assert!(matches!(e, ConvError::AllocationFailed { injected: false, .. }), "{e:?}");
     }
 }

@@ -73,7 +73,7 @@ fn counted_workspace_stays_within_1_and_16_mib() {
                 ] {
                     // Direct is the zero-workspace fallback; on the large shapes it only
                     // costs test time.
-                    if alg == Algorithm::Direct && problem.geometry.flops() > 200_000_000 {
+                    if alg == Algorithm::Direct && problem.geometry().flops() > 200_000_000 {
                         continue;
                     }
                     let engine = CpuConv::new(Budget::bytes(budget)).with_allowed(&[alg]);
@@ -88,23 +88,23 @@ fn counted_workspace_stays_within_1_and_16_mib() {
                         Err(ConvError::NoAlgorithm { .. }) => continue, // unsupported (e.g. bf16 in candle)
                         Err(e) => panic!("{problem}: {alg}: {e}"),
                     };
-                    assert!(plan.workspace_bytes <= budget, "{problem}: plan {plan:?} over budget {budget}");
+                    assert!(plan.workspace_bytes() <= budget, "{problem}: plan {plan:?} over budget {budget}");
 
                     let (out, peak) = HEAP.peak_during(|| engine.run_plan(&plan, &x, &wt, None).unwrap());
                     let workspace = peak.saturating_sub(problem.output_bytes());
                     println!(
                         "budget {budget:>8} {problem}: {alg} x{} chunks, reported {} counted {workspace} bytes",
                         plan.chunk_count(),
-                        plan.workspace_bytes
+                        plan.workspace_bytes()
                     );
                     assert!(
                         workspace <= budget + BOOKKEEPING,
                         "{problem}: {alg} used {workspace} bytes beyond the output, budget {budget}"
                     );
                     assert!(
-                        workspace <= plan.workspace_bytes + BOOKKEEPING,
+                        workspace <= plan.workspace_bytes() + BOOKKEEPING,
                         "{problem}: {alg} used {workspace} bytes, reported {}",
-                        plan.workspace_bytes
+                        plan.workspace_bytes()
                     );
                     for (i, (g, r)) in to64(&out).iter().zip(&want).enumerate() {
                         assert!((g - r).abs() <= tol, "{problem}: {alg}: element {i}: {g} vs {r}");

@@ -145,7 +145,7 @@ fn check(engine: &CpuConv, case: &Case, x: &Tensor, w: &Tensor, b: Option<&Tenso
     assert_eq!(out.dims(), p.output_shape(), "{what} on {p}: output shape");
     let got = out.to_dtype(DType::F64).unwrap().flatten_all().unwrap().to_vec1::<f64>().unwrap();
     let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-    let tol = tolerance(p.dtype.to_candle());
+    let tol = tolerance(p.dtype().to_candle());
     for (i, (g, r)) in got.iter().zip(want).enumerate() {
         assert!(
             (g - r).abs() <= tol * scale,
@@ -171,8 +171,8 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
     for i in 0..PROBLEMS {
         let case = random_case(&mut rng, i);
         let p = &case.problem;
-        let g = &p.geometry;
-        let dt = p.dtype.to_candle();
+        let g = p.geometry();
+        let dt = p.dtype().to_candle();
         let (x, xv) = random_tensor(&mut rng, &p.input_shape(), dt);
         let (w, wv) = random_tensor(&mut rng, &p.weight_shape(), dt);
         let (b, bv) = random_tensor(&mut rng, &[g.out_channels], dt);
@@ -181,7 +181,7 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
         for (alg, engine) in &engines {
             if engine.plan(p).is_ok() {
                 check(engine, &case, &x, &w, b, &want, alg.name());
-                *runs.entry(format!("{alg} {}", p.dtype)).or_default() += 1;
+                *runs.entry(format!("{alg} {}", p.dtype())).or_default() += 1;
             }
         }
         if i % 5 == 0 {
@@ -198,9 +198,9 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
             ("batch > 1", g.batch > 1),
             ("dilation > 1", g.dilation != [1, 1]),
             ("asymmetric padding", g.pad_begin != g.pad_end),
-            ("1-D", p.rank == conv_engine::Rank::One),
-            ("bf16", p.dtype == conv_engine::ConvDType::BF16),
-            ("f16", p.dtype == conv_engine::ConvDType::F16),
+            ("1-D", p.rank() == conv_engine::Rank::One),
+            ("bf16", p.dtype() == conv_engine::ConvDType::BF16),
+            ("f16", p.dtype() == conv_engine::ConvDType::F16),
         ] {
             if hit {
                 *coverage.entry(name).or_default() += 1;
@@ -267,15 +267,20 @@ fn winograd_matches_the_reference_on_larger_3x3_problems() {
             let tight = CpuConv::new(Budget::bytes(tight_bytes)).with_allowed(&[Algorithm::Winograd]);
             for (what, engine) in [("roomy", &roomy), ("tight", &tight)] {
                 let plan = engine.plan(&p).unwrap_or_else(|e| panic!("{p}: {what}: {e}"));
-                assert_eq!(plan.algorithm, Algorithm::Winograd);
-                assert!(plan.workspace_bytes <= engine.budget().resolve(|| 0), "{p}: {what}: {plan:?}");
+                assert_eq!(plan.algorithm(), Algorithm::Winograd);
+                assert!(plan.workspace_bytes() <= engine.budget().resolve(|| 0), "{p}: {what}: {plan:?}");
                 let case = Case { problem: p, bias: true };
                 check(engine, &case, &x, &wt, Some(&b), &want, &format!("Winograd ({what} budget)"));
                 // Chunked by one image and 3 output rows (tile anchors off the 2-row grid).
-                let chunked = conv_engine::Plan {
-                    chunking: conv_engine::Chunking { batch_per_chunk: 1, rows_per_chunk: 3 },
-                    ..plan.clone()
-                };
+                let chunked = engine
+                    .dispatcher()
+                    .plan_with(
+                        &p,
+                        Algorithm::Winograd,
+                        Some(conv_engine::Chunking { batch_per_chunk: 1, rows_per_chunk: 3 }),
+                        engine.budget_state(),
+                    )
+                    .unwrap_or_else(|e| panic!("{p}: {what}: chunked by 3 rows: {e}"));
                 let out = engine.run_plan(&chunked, &x, &wt, Some(&b)).unwrap();
                 let got = out.flatten_all().unwrap().to_dtype(DType::F64).unwrap().to_vec1::<f64>().unwrap();
                 let tol = tolerance(dt) * scale;
@@ -334,10 +339,10 @@ fn every_algorithm_applies_the_fused_epilogue() {
     for i in 0..150 {
         let case = random_case(&mut rng, i);
         let p = &case.problem;
-        let dt = p.dtype.to_candle();
+        let dt = p.dtype().to_candle();
         let (x, xv) = random_tensor(&mut rng, &p.input_shape(), dt);
         let (w, wv) = random_tensor(&mut rng, &p.weight_shape(), dt);
-        let (b, bv) = random_tensor(&mut rng, &[p.geometry.out_channels], dt);
+        let (b, bv) = random_tensor(&mut rng, &[p.geometry().out_channels], dt);
         let (r, rv) = random_tensor(&mut rng, &p.output_shape(), dt);
         let act = acts[i % acts.len()];
         let (with_res, scale) = (i % 3 != 0, [1.0f32, 0.5, 2.0][i % 3]);

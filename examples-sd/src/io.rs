@@ -13,15 +13,10 @@ pub fn load_latents(path: &Path, key: Option<&str>, device: &Device) -> Result<T
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     let t = match ext.as_deref() {
         Some("npy") => {
-            let t = candle_core::Tensor::read_npy(path)
+            // Checked against the file's length before anything is allocated (crate::npy).
+            let bytes = std::fs::read(path).map_err(|source| SdError::Io { path: path.to_path_buf(), source })?;
+            let t = crate::npy::read(&bytes)
                 .map_err(|e| SdError::Latents(format!("{}: cannot read .npy: {e}", path.display())))?;
-            if !t.dtype().is_float() {
-                return Err(SdError::Latents(format!(
-                    "{}: dtype {:?}; latents must be floating point",
-                    path.display(),
-                    t.dtype()
-                )));
-            }
             Tensor::from_candle(t, device)?
         }
         Some("safetensors") => {

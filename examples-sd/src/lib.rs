@@ -21,6 +21,7 @@ pub mod error;
 pub mod io;
 pub mod layout;
 pub mod memory;
+pub mod npy;
 pub mod ops;
 pub mod tiled;
 

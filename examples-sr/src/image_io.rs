@@ -164,7 +164,10 @@ pub fn is_supported_input(path: &Path) -> bool {
 pub fn load(path: &Path) -> Result<Image, Error> {
     let bad = |msg: String| Error::Image { path: path.to_path_buf(), msg };
     let reader = image::ImageReader::open(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-    let reader = reader.with_guessed_format().map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let mut reader = reader.with_guessed_format().map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    // No allocation beyond what the file's length justifies (crate::decode_limits).
+    let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    reader.limits(crate::decode_limits::limits(file_len));
     if reader.format().is_none() {
         return Err(bad("not a recognised image format (PNG, JPEG and WebP are supported)".into()));
     }

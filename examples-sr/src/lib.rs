@@ -20,6 +20,7 @@
 
 mod auto_tile;
 pub mod bicubic;
+pub mod decode_limits;
 /// The order-independent sum of the SE means (in the root crate, beside the tensor op that
 /// computes it on either device).
 pub use rocm_vision::exact_sum;

@@ -85,9 +85,9 @@ fn main() {
                 &Conv2dParams::default().with_padding(pad),
             )
             .unwrap();
-            let x = random(&dev, dt, p.geometry.input_len(), 2.0);
-            let w = random(&dev, dt, p.geometry.weight_len(), 0.1);
-            let flops = p.geometry.flops() as f64;
+            let x = random(&dev, dt, p.geometry().input_len(), 2.0);
+            let w = random(&dev, dt, p.geometry().weight_len(), 0.1);
+            let flops = p.geometry().flops() as f64;
             for alg in [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct] {
                 // Direct is the slow reference: measured once, at the 512-channel shapes
                 // (where the implicit GEMM must beat it by 10x) in f16 only.
@@ -114,7 +114,7 @@ fn main() {
                 times.sort_by(f64::total_cmp);
                 let ms = times[times.len() / 2];
                 let peak = dev.allocator().stats().peak_live.saturating_sub(live_before);
-                let kernel = match plan.kernel {
+                let kernel = match plan.kernel() {
                     RocmKernel::ImplicitGemm(IgemmKernel::Nhwc { config, splits, .. }) => {
                         format!(", \"config\": \"{}\", \"splits\": {splits}", config.name)
                     }
@@ -132,7 +132,7 @@ fn main() {
                     s.hw,
                     dt,
                     flops / (ms * 1e-3) / 1e12,
-                    plan.workspace_bytes,
+                    plan.workspace_bytes(),
                     plan.chunk_count()
                 );
             }
@@ -148,10 +148,10 @@ fn main() {
 /// Times every candidate NHWC configuration on `p` (whole problem, one chunk) and prints
 /// one line each, then the fastest again with `"winner": true`.
 fn sweep_configs(dev: &Arc<RocmDevice>, s: &Shape, p: &ConvProblem, x: &DeviceArray, w: &DeviceArray, reps: usize) {
-    let dt = p.dtype.to_candle();
-    let flops = p.geometry.flops() as f64;
-    let kg = p.geometry.out_channels_per_group();
-    let chunk = Chunk { batch: 0..p.geometry.batch, rows: 0..p.geometry.out_hw()[0] };
+    let dt = p.dtype().to_candle();
+    let flops = p.geometry().flops() as f64;
+    let kg = p.geometry().out_channels_per_group();
+    let chunk = Chunk { batch: 0..p.geometry().batch, rows: 0..p.geometry().out_hw()[0] };
     let default = RocmCatalog::new(dev.clone()).igemm_kernel(p, &chunk);
     let table: &[kernels::IgemmNhwcConfig] = if dt == DType::F32 { &IGEMM_SIMT_CONFIGS } else { &IGEMM_MMA_CONFIGS };
     let mut candidates: Vec<IgemmKernel> = table

@@ -50,6 +50,8 @@ pub struct AllocStats {
 struct State {
     free: BTreeMap<usize, Vec<usize>>,
     stats: AllocStats,
+    /// Fault hook: the value of `stats.allocations` whose allocation fails; 0: none.
+    fail_at: u64,
 }
 
 /// A device's caching allocator.
@@ -72,6 +74,7 @@ impl Allocator {
             state: Mutex::new(State {
                 free: BTreeMap::new(),
                 stats: AllocStats { budget: usize::MAX, ..Default::default() },
+                fail_at: 0,
             }),
         }
     }
@@ -95,6 +98,14 @@ impl Allocator {
         self.lock().stats
     }
 
+    /// Test hook: the `n`-th allocation from now on (1: the next) fails with
+    /// [`RocmError::InjectedFault`] before it takes a block; `None` disarms it. One
+    /// failure per arming. Everything else behaves as without the hook.
+    pub fn fail_nth_allocation(&self, n: Option<u64>) {
+        let mut st = self.lock();
+        st.fail_at = n.map_or(0, |n| st.stats.allocations + n.max(1));
+    }
+
     /// Bytes an allocation of `bytes` may still take before the budget is reached.
     pub fn available(&self) -> usize {
         let st = self.lock();
@@ -109,6 +120,14 @@ impl Allocator {
         let size = size_class(bytes);
         let mut st = self.lock();
         st.stats.allocations += 1;
+        if st.fail_at != 0 && st.stats.allocations == st.fail_at {
+            st.fail_at = 0;
+            return Err(RocmError::InjectedFault {
+                ordinal: self.ordinal,
+                index: st.stats.allocations,
+                requested: bytes,
+            });
+        }
         let largest_fit = if size < SMALL_LIMIT { size } else { size + size / 4 };
         if let Some((&found, _)) = st.free.range(size..=largest_fit).next() {
             let list = st.free.get_mut(&found).expect("present");

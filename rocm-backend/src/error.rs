@@ -51,9 +51,25 @@ pub enum RocmError {
 
     #[error("kernel cache {path}: {msg}")]
     Cache { path: String, msg: String },
+
+    /// The convolution engine's error (planning: `BudgetExceeded`, `NoAlgorithm`, a bad
+    /// problem), kept whole so that a caller matches it as on the CPU.
+    #[error(transparent)]
+    Conv(#[from] conv_engine::ConvError),
+
+    /// An allocation failed on purpose: the fault-injection hook of the allocator
+    /// ([`crate::alloc::Allocator::fail_nth_allocation`]) was armed for this one.
+    #[error("injected allocation failure: allocation {index} on ROCm device {ordinal} ({requested} bytes)")]
+    InjectedFault { ordinal: usize, index: u64, requested: usize },
 }
 
 impl RocmError {
+    /// Whether this says that there is no usable GPU (the runtime is missing, or it has no
+    /// such device): what `--device cpu` gets around.
+    pub fn is_no_device(&self) -> bool {
+        matches!(self, RocmError::RuntimeNotFound(_) | RocmError::NoDevice { .. })
+    }
+
     pub(crate) fn op(op: &'static str, msg: impl Into<String>) -> Self {
         RocmError::Op { op, msg: msg.into() }
     }

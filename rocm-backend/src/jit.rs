@@ -15,7 +15,7 @@ use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-const MAGIC: &[u8; 8] = b"RVKOBJ1\n";
+const MAGIC: &[u8; 8] = b"RVKOBJ2\n";
 
 /// The options every module is compiled with.
 pub fn compile_options(arch: &str) -> Vec<String> {
@@ -136,36 +136,58 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     Some(base.join("rocm-vision").join("kernels"))
 }
 
-/// Reads a cache entry; `Ok(None)` when absent, `Err` naming the problem when corrupt.
+/// An entry: [`MAGIC`], the SHA-256 of the code, the entry's own name (its file name:
+/// module, arch and cache key) as a u16 length and bytes, then the code.
+///
+/// Reads a cache entry; `Ok(None)` when absent, `Err` naming the problem when corrupt,
+/// truncated, of another format version, or foreign (written under another name: another
+/// module, arch or compiler, copied or renamed into place).
 fn read_entry(path: &Path) -> std::result::Result<Option<Vec<u8>>, String> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
-    if bytes.len() < MAGIC.len() + 32 || &bytes[..MAGIC.len()] != MAGIC {
-        return Err(format!("not a code-object cache entry ({} bytes, bad header)", bytes.len()));
+    let fixed = MAGIC.len() + 32 + 2;
+    if bytes.len() < fixed || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(format!("not a code-object cache entry of this version ({} bytes, bad header)", bytes.len()));
     }
-    let (sum, code) = bytes[MAGIC.len()..].split_at(32);
+    let sum = &bytes[MAGIC.len()..MAGIC.len() + 32];
+    let name_len = u16::from_le_bytes([bytes[fixed - 2], bytes[fixed - 1]]) as usize;
+    if bytes.len() < fixed + name_len {
+        return Err(format!("truncated: the header names {name_len} bytes, the file has {}", bytes.len()));
+    }
+    let (name, code) = bytes[fixed..].split_at(name_len);
+    let expected = path.file_name().unwrap_or_default().to_string_lossy();
+    if name != expected.as_bytes() {
+        return Err(format!("foreign entry: written as {:?}, found as {expected:?}", String::from_utf8_lossy(name)));
+    }
     if Sha256::digest(code).as_slice() != sum {
         return Err("checksum mismatch (truncated or corrupted)".into());
     }
     Ok(Some(code.to_vec()))
 }
 
-/// Writes a cache entry through a temporary file and a rename, so a reader never sees a
-/// partial entry.
+/// Writes a cache entry through a temporary file (unique to this process and call) and
+/// a rename, so a reader, another thread or another process never sees a partial entry.
 fn write_entry(path: &Path, code: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().expect("entries live in a directory");
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let tmp =
-        dir.join(format!(".{}.{}.tmp", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
-    let mut data = Vec::with_capacity(MAGIC.len() + 32 + code.len());
+    let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let unique = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{unique}.tmp", std::process::id()));
+    let name_len = u16::try_from(name.len()).map_err(|_| std::io::Error::other("cache entry name too long"))?;
+    let mut data = Vec::with_capacity(MAGIC.len() + 34 + name.len() + code.len());
     data.extend_from_slice(MAGIC);
     data.extend_from_slice(&Sha256::digest(code));
+    data.extend_from_slice(&name_len.to_le_bytes());
+    data.extend_from_slice(name.as_bytes());
     data.extend_from_slice(code);
     std::fs::write(&tmp, &data)?;
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 /// The code object for `module` on `arch`: from the disk cache when valid, else compiled
@@ -372,10 +394,48 @@ mod tests {
         bytes[last] ^= 1;
         std::fs::write(&p, &bytes).unwrap();
         assert!(read_entry(&p).unwrap_err().contains("checksum"));
-        // Truncate into the header.
-        std::fs::write(&p, &bytes[..10]).unwrap();
+        // Every truncation is caught.
+        bytes[last] ^= 1;
+        for n in 0..bytes.len() {
+            std::fs::write(&p, &bytes[..n]).unwrap();
+            let e = read_entry(&p).unwrap_err();
+            assert!(
+                e.contains("bad header") || e.contains("truncated") || e.contains("checksum") || e.contains("foreign"),
+                "{n}: {e}"
+            );
+        }
+        // A valid entry of another module/arch/key renamed into place: foreign.
+        let other = dir.join("m-gfx90a-4567.co");
+        write_entry(&other, &code).unwrap();
+        std::fs::rename(&other, &p).unwrap();
+        let e = read_entry(&p).unwrap_err();
+        assert!(e.contains("foreign") && e.contains("gfx90a"), "{e}");
+        // An entry of the previous format version.
+        let mut v1 = b"RVKOBJ1\n".to_vec();
+        v1.extend_from_slice(&Sha256::digest(&code));
+        v1.extend_from_slice(&code);
+        std::fs::write(&p, &v1).unwrap();
         assert!(read_entry(&p).unwrap_err().contains("bad header"));
         assert_eq!(read_entry(&dir.join("absent.co")).unwrap(), None);
+        // Many writers of one entry at once (threads here; processes use the same
+        // unique temporary names): the entry is whole afterwards, no temporary left.
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..20 {
+                        write_entry(&p, &code).unwrap();
+                        let got = read_entry(&p).unwrap();
+                        assert_eq!(got.as_deref(), Some(&code[..]));
+                    }
+                });
+            }
+        });
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

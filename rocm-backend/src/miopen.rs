@@ -72,7 +72,7 @@ impl Drop for Descriptors<'_> {
 /// symmetric padding, no output padding for transposed convolutions, and every dimension
 /// within the `int` the descriptors take.
 pub fn supports(p: &ConvProblem) -> bool {
-    let g = &p.geometry;
+    let g = p.geometry();
     let [pp, qq] = g.out_hw();
     let dims = [
         g.batch,
@@ -94,7 +94,7 @@ pub fn supports(p: &ConvProblem) -> bool {
     ];
     g.pad_begin == g.pad_end
         && g.output_padding == [0, 0]
-        && matches!(p.dtype, ConvDType::F32 | ConvDType::F16 | ConvDType::BF16)
+        && matches!(p.dtype(), ConvDType::F32 | ConvDType::F16 | ConvDType::BF16)
         && dims.iter().all(|&d| i32::try_from(d).is_ok())
 }
 
@@ -202,8 +202,8 @@ impl Miopen {
 
     fn descriptors(&self, p: &ConvProblem) -> Result<Descriptors<'_>> {
         let f = self.lib.fns();
-        let g = &p.geometry;
-        let ty = match p.dtype {
+        let g = p.geometry();
+        let ty = match p.dtype() {
             ConvDType::F32 => mi::miopenFloat,
             ConvDType::F16 => mi::miopenHalf,
             ConvDType::BF16 => mi::miopenBFloat16,
@@ -344,7 +344,7 @@ impl Miopen {
         Ok(choose(&self.solutions(p)?, limit))
     }
 
-    /// Runs `p` with `solution`: images `first_image..first_image + p.geometry.batch` of
+    /// Runs `p` with `solution`: images `first_image..first_image + p.geometry().batch` of
     /// the contiguous NCHW arrays `x` and `y` (so a batch chunk of a larger problem runs as
     /// the sub-problem `p`), weights `w`. The workspace comes from the device's allocator,
     /// so it counts against the budget; it is exactly `solution.workspace_bytes`, and a
@@ -362,8 +362,8 @@ impl Miopen {
         y: &DeviceArray,
         first_image: usize,
     ) -> Result<()> {
-        let g = &p.geometry;
-        let dtype = p.dtype.to_candle();
+        let g = p.geometry();
+        let dtype = p.dtype().to_candle();
         let (img_in, img_out) = (g.input_len() / g.batch.max(1), g.output_len() / g.batch.max(1));
         let end = first_image + g.batch;
         for (what, a, len) in [("input", x, end * img_in), ("weight", w, g.weight_len()), ("output", y, end * img_out)]
@@ -578,10 +578,9 @@ mod tests {
         assert!(supports(&t(0)));
         assert!(!supports(&t(1)));
         // A dimension past i32.
-        let mut big = p(base, D::F32);
-        big.geometry.batch = 1 << 31;
+        let big = p(base, D::F32).with_batch(1 << 31).unwrap();
         assert!(!supports(&big));
-        big.geometry.batch = (1 << 31) - 1;
+        let big = big.with_batch((1 << 31) - 1).unwrap();
         assert!(supports(&big));
     }
 }

@@ -52,8 +52,8 @@ fn every_gpu_algorithm_matches_the_f64_reference() {
     let mut runs = std::collections::BTreeMap::<String, usize>::new();
     for i in 0..240 {
         let p = random_problem(&mut rng, i);
-        let g = &p.geometry;
-        let dt = p.dtype.to_candle();
+        let g = p.geometry();
+        let dt = p.dtype().to_candle();
         let xv: Vec<f64> = (0..g.input_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
         let wv: Vec<f64> = (0..g.weight_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
         let bv: Vec<f64> = (0..g.out_channels).map(|_| rng.random_range(-1.0..1.0)).collect();
@@ -87,7 +87,7 @@ fn every_gpu_algorithm_matches_the_f64_reference() {
                 assert!(
                     (o - r).abs() <= tol,
                     "{alg} ({}) on {p} with {activation:?}: element {j}: {o} vs {r}",
-                    plan.kernel
+                    plan.kernel()
                 );
             }
             *runs.entry(format!("{alg} {dt:?}")).or_default() += 1;
@@ -121,8 +121,8 @@ fn budget_holds_on_a_1024_square_256_channel_conv() {
         ConvProblem::conv2d(&[1, 256, 1024, 1024], &[256, 256, 3, 3], dt, dt, &Conv2dParams::default().with_padding(1))
             .unwrap();
     let mut rng = StdRng::seed_from_u64(5);
-    let xv: Vec<f64> = (0..p.geometry.input_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
-    let wv: Vec<f64> = (0..p.geometry.weight_len()).map(|_| rng.random_range(-0.05..0.05)).collect();
+    let xv: Vec<f64> = (0..p.geometry().input_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let wv: Vec<f64> = (0..p.geometry().weight_len()).map(|_| rng.random_range(-0.05..0.05)).collect();
     let (x, xe) = upload(&dev, &xv, dt);
     let (w, we) = upload(&dev, &wv, dt);
     let tensors = alloc.stats().live + rocm_backend::alloc::size_class(p.output_bytes());
@@ -132,14 +132,14 @@ fn budget_holds_on_a_1024_square_256_channel_conv() {
     for alg in [Algorithm::Im2colGemm, Algorithm::ImplicitGemm] {
         let engine = RocmConv::new(dev.clone()).with_allowed(&[alg]);
         let plan = engine.plan(&p).unwrap();
-        println!("{alg}: {} chunks, workspace {} bytes", plan.chunk_count(), plan.workspace_bytes);
+        println!("{alg}: {} chunks, workspace {} bytes", plan.chunk_count(), plan.workspace_bytes());
         let out = rocm_backend::conv::run_plan(&dev, &plan, &x, &w, None).unwrap();
         dev.synchronize().unwrap();
         let peak = alloc.stats().peak_reserved;
         assert!(peak <= budget, "{alg}: peak {peak} > budget {budget}");
         // Spot-check 64 output elements against the f64 reference on their windows.
         let got = download(&out);
-        let g = &p.geometry;
+        let g = p.geometry();
         for _ in 0..64 {
             let (k, y, xq) = (rng.random_range(0..256), rng.random_range(0..1024), rng.random_range(0..1024));
             let mut r = 0.0;

@@ -104,8 +104,8 @@ fn random_problem(rng: &mut StdRng, i: usize, dt: DType) -> ConvProblem {
 /// Runs `kernel` on `p` with random data and an epilogue chosen by `i`, against the f64
 /// reference. Returns the largest error relative to the output's scale.
 fn check(dev: &Arc<RocmDevice>, rng: &mut StdRng, p: &ConvProblem, kernel: IgemmKernel, i: usize, what: &str) -> f64 {
-    let g = &p.geometry;
-    let dt = p.dtype.to_candle();
+    let g = p.geometry();
+    let dt = p.dtype().to_candle();
     let xv: Vec<f64> = (0..g.input_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
     let wv: Vec<f64> = (0..g.weight_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
     let bv: Vec<f64> = (0..g.out_channels).map(|_| rng.random_range(-1.0..1.0)).collect();
@@ -231,7 +231,7 @@ fn dispatcher_runs_the_nhwc_path_within_a_tight_budget() {
             ConvProblem::conv2d(&[2, 64, 80, 72], &[48, 64, 3, 3], dt, dt, &Conv2dParams::default().with_padding(1))
                 .unwrap()
         };
-        let g = &p.geometry;
+        let g = p.geometry();
         let xv: Vec<f64> = (0..g.input_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
         let wv: Vec<f64> = (0..g.weight_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
         let (x, xe) = upload(&dev, &xv, dt);
@@ -241,10 +241,10 @@ fn dispatcher_runs_the_nhwc_path_within_a_tight_budget() {
         let engine = RocmConv::new(dev.clone()).with_allowed(&[Algorithm::ImplicitGemm]);
         let whole = engine.plan(&p).unwrap();
         assert_eq!(whole.chunk_count(), 1);
-        assert!(whole.workspace_bytes > 0, "the NHWC path packs its input: {whole:?}");
+        assert!(whole.workspace_bytes() > 0, "the NHWC path packs its input: {whole:?}");
         // A budget with a quarter of the whole-problem workspace: the plan must chunk.
         let tensors = alloc.stats().live + rocm_backend::alloc::size_class(p.output_bytes());
-        let budget = tensors + whole.workspace_bytes / 4;
+        let budget = tensors + whole.workspace_bytes() / 4;
         alloc.set_budget(budget, dev.stream()).unwrap();
         alloc.reset_peaks();
         let engine = RocmConv::new(dev.clone()).with_allowed(&[Algorithm::ImplicitGemm]);
@@ -264,8 +264,8 @@ fn dispatcher_runs_the_nhwc_path_within_a_tight_budget() {
         println!(
             "{p}: {} chunks, workspace {} bytes (whole: {})",
             plan.chunk_count(),
-            plan.workspace_bytes,
-            whole.workspace_bytes
+            plan.workspace_bytes(),
+            whole.workspace_bytes()
         );
     }
 }

@@ -12,7 +12,7 @@ use common::{download, poisoned, upload};
 
 use candle_core::DType;
 use conv_engine::reference::conv_f64;
-use conv_engine::{Algorithm, Conv2dParams, ConvProblem, Plan};
+use conv_engine::{Algorithm, Conv2dParams, ConvProblem};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rocm_backend::alloc::size_class;
 use rocm_backend::conv::RocmPlan;
@@ -126,8 +126,8 @@ fn miopen_matches_the_f64_reference() {
                 }
                 Err(e) => panic!("{what}: no Miopen plan: {e}"),
             };
-            assert_eq!(plan.algorithm, Algorithm::Miopen, "{what}");
-            let g = &p.geometry;
+            assert_eq!(plan.algorithm(), Algorithm::Miopen, "{what}");
+            let g = p.geometry();
             let (x, xe) = upload(&dev, &random(&mut rng, g.input_len()), dt);
             let (w, we) = upload(&dev, &random(&mut rng, g.weight_len()), dt);
             let want = conv_f64(&p, &xe, &we, None);
@@ -136,8 +136,11 @@ fn miopen_matches_the_f64_reference() {
             check(&what, &download(&out), &want, dt);
             // One image per chunk: each chunk a sub-problem at its own offsets.
             if g.batch > 1 {
-                let per_image =
-                    Plan { chunking: conv_engine::Chunking { batch_per_chunk: 1, ..plan.chunking }, ..plan.clone() };
+                let one = conv_engine::Chunking { batch_per_chunk: 1, ..plan.chunking() };
+                let per_image = engine
+                    .dispatcher()
+                    .plan_with(&p, Algorithm::Miopen, Some(one), engine.budget_state(p.output_bytes()))
+                    .unwrap_or_else(|e| panic!("{what}: one image per chunk: {e}"));
                 assert_eq!(per_image.chunk_count(), g.batch);
                 let out = poisoned(&dev, dt, g.output_len());
                 run_miopen_into(&dev, &per_image, &x, &w, &out).unwrap_or_else(|e| panic!("{what}, per image: {e}"));
@@ -171,11 +174,11 @@ fn miopen_matches_the_f64_reference() {
 fn assert_miopen_plan_fits(dev: &Arc<RocmDevice>, plan: &RocmPlan, extra: usize, what: &str) {
     let mi = dev.miopen().unwrap();
     for chunk in plan.chunks() {
-        let sub = miopen_chunk_problem(&plan.problem, &chunk).unwrap_or_else(|| panic!("{what}: chunk {chunk:?}"));
-        let s = choose(&mi.solutions(&sub).unwrap(), plan.workspace_limit)
-            .unwrap_or_else(|| panic!("{what}: no solution for {sub} within {}", plan.workspace_limit));
+        let sub = miopen_chunk_problem(&plan.problem(), &chunk).unwrap_or_else(|| panic!("{what}: chunk {chunk:?}"));
+        let s = choose(&mi.solutions(&sub).unwrap(), plan.workspace_limit())
+            .unwrap_or_else(|| panic!("{what}: no solution for {sub} within {}", plan.workspace_limit()));
         assert!(footprint(&s) <= extra, "{what}: {sub}: {s:?} takes {} bytes", footprint(&s));
-        assert!(s.workspace_bytes <= plan.workspace_bytes, "{what}: {sub}: {s:?} vs {plan:?}");
+        assert!(s.workspace_bytes <= plan.workspace_bytes(), "{what}: {sub}: {s:?} vs {plan:?}");
     }
 }
 
@@ -199,7 +202,7 @@ fn miopen_plans_stay_within_the_budget() {
         let p =
             ConvProblem::conv2d(&[2, 32, 48, 48], &[32, 32, 3, 3], dt, dt, &Conv2dParams::default().with_padding(1))
                 .unwrap();
-        let g = &p.geometry;
+        let g = p.geometry();
         let (x, xe) = upload(&dev, &random(&mut rng, g.input_len()), dt);
         let (w, we) = upload(&dev, &random(&mut rng, g.weight_len()), dt);
         let want = conv_f64(&p, &xe, &we, None);
@@ -229,11 +232,11 @@ fn miopen_plans_stay_within_the_budget() {
             let whole = choose(&solutions, extra);
             match only.plan(&p) {
                 Ok(plan) => {
-                    assert_eq!(plan.algorithm, Algorithm::Miopen, "{what}");
+                    assert_eq!(plan.algorithm(), Algorithm::Miopen, "{what}");
                     assert_miopen_plan_fits(&dev, &plan, extra, &what);
                     if let Some(s) = whole {
                         assert_eq!(plan.chunk_count(), 1, "{what}: the whole problem fits with {s:?}");
-                        assert_eq!(plan.workspace_bytes, s.workspace_bytes, "{what}: the chosen solution {s:?}");
+                        assert_eq!(plan.workspace_bytes(), s.workspace_bytes, "{what}: the chosen solution {s:?}");
                     }
                     let out = run_plan(&dev, &plan, &x, &w, None).unwrap_or_else(|e| panic!("{what}: {e}"));
                     dev.synchronize().unwrap();
@@ -241,7 +244,7 @@ fn miopen_plans_stay_within_the_budget() {
                 }
                 Err(e) => {
                     assert_eq!(whole, None, "{what}: {e}");
-                    let one = dev.miopen().unwrap().solutions(&p.with_batch(1)).unwrap();
+                    let one = dev.miopen().unwrap().solutions(&p.with_batch(1).unwrap()).unwrap();
                     assert_eq!(choose(&one, extra), None, "{what}: one image fits, yet: {e}");
                     println!("{what}: no MIOpen solution fits: {e}");
                 }
@@ -253,16 +256,16 @@ fn miopen_plans_stay_within_the_budget() {
             let all = RocmConv::new(dev.clone());
             assert!(all.dispatcher().allowed().contains(&Algorithm::Miopen));
             let plan = all.plan(&p).unwrap_or_else(|e| panic!("{what}: {e}"));
-            println!("{what}: every algorithm: {} with {} bytes", plan.algorithm, plan.workspace_bytes);
-            assert!(plan.workspace_bytes <= extra, "{what}: {plan:?}");
-            if plan.algorithm == Algorithm::Miopen {
+            println!("{what}: every algorithm: {} with {} bytes", plan.algorithm(), plan.workspace_bytes());
+            assert!(plan.workspace_bytes() <= extra, "{what}: {plan:?}");
+            if plan.algorithm() == Algorithm::Miopen {
                 assert_miopen_plan_fits(&dev, &plan, extra, &what);
             }
             let out = run_plan(&dev, &plan, &x, &w, None).unwrap_or_else(|e| panic!("{what}: {e}"));
             dev.synchronize().unwrap();
-            check(&format!("{what}, {}", plan.algorithm), &download(&out), &want, dt);
+            check(&format!("{what}, {}", plan.algorithm()), &download(&out), &want, dt);
             let peak = alloc.stats().peak_reserved;
-            assert!(peak <= budget, "{what}: {}: peak {peak} > budget {budget}", plan.algorithm);
+            assert!(peak <= budget, "{what}: {}: peak {peak} > budget {budget}", plan.algorithm());
         }
         alloc.set_budget(usize::MAX, dev.stream()).unwrap();
     }

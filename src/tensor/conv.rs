@@ -46,11 +46,11 @@ impl Tensor {
                 let ctx = self.device.rocm_context().expect("ROCm storage lives on a ROCm device");
                 let b = self.rocm_of(bias, op)?;
                 if let Some(b) = b
-                    && b.dims() != [problem.geometry.out_channels]
+                    && b.dims() != [problem.geometry().out_channels]
                 {
                     return Err(Error::op(
                         op,
-                        format!("bias has shape {:?}, expected [{}]", b.dims(), problem.geometry.out_channels),
+                        format!("bias has shape {:?}, expected [{}]", b.dims(), problem.geometry().out_channels),
                     ));
                 }
                 let (x, w) = (x.contiguous()?, w.contiguous()?);
@@ -61,10 +61,7 @@ impl Tensor {
                     residual: r.as_ref().map(|r| &r.array),
                     scale: epilogue.scale,
                 };
-                let out = ctx
-                    .conv
-                    .run_fused(&problem, &x.array, &w.array, b.as_ref().map(|b| &b.array), ep)
-                    .map_err(|e| Error::op(op, e.to_string()))?;
+                let out = ctx.conv.run_fused(&problem, &x.array, &w.array, b.as_ref().map(|b| &b.array), ep)?;
                 self.wrap_rocm(RocmTensor::contiguous_new(out, &problem.output_shape()))
             }
             _ => unreachable!("same_device checked"),

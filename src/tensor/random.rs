@@ -3,7 +3,7 @@
 
 use super::{Storage, Tensor};
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::rocm::RocmTensor;
 use candle_core::DType;
 
@@ -19,7 +19,7 @@ impl Tensor {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        rocm_backend::random::check_uniform(lo, hi).map_err(|e| Error::op("rand_uniform", e.to_string()))?;
+        rocm_backend::random::check_uniform(lo, hi)?;
         match device.rocm_context() {
             Some(ctx) => Ok(Tensor {
                 s: Storage::Rocm(RocmTensor::rand_uniform(&ctx.device, shape, dtype, (lo, hi), seed, offset)?),
@@ -44,7 +44,7 @@ impl Tensor {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        rocm_backend::random::check_normal(mean, std).map_err(|e| Error::op("rand_normal", e.to_string()))?;
+        rocm_backend::random::check_normal(mean, std)?;
         match device.rocm_context() {
             Some(ctx) => Ok(Tensor {
                 s: Storage::Rocm(RocmTensor::rand_normal(&ctx.device, shape, dtype, (mean, std), seed, offset)?),

@@ -23,12 +23,12 @@ fn gemm_internal_bytes(threads: usize, operand_elems: usize) -> usize {
 }
 
 fn supports(problem: &ConvProblem, chunk: &Chunk) -> bool {
-    let g = &problem.geometry;
+    let g = problem.geometry();
     let uniform_pad = g.pad_begin == g.pad_end && g.pad_begin[0] == g.pad_begin[1];
     let whole_rows = chunk.rows.len() == g.out_hw()[0];
-    problem.dtype != ConvDType::BF16 // candle's CPU matmul has no bf16
+    problem.dtype() != ConvDType::BF16 // candle's CPU matmul has no bf16
         && g.groups == 1
-        && match (g.kind, problem.rank) {
+        && match (g.kind, problem.rank()) {
             (ConvKind::Forward, Rank::Two) => g.stride[0] == g.stride[1] && g.dilation[0] == g.dilation[1],
             (ConvKind::Forward, Rank::One) => true,
             (ConvKind::Transposed, Rank::Two) => {
@@ -56,12 +56,12 @@ fn supports(problem: &ConvProblem, chunk: &Chunk) -> bool {
 /// Whether the chunk's input must be padded explicitly (candle takes one symmetric
 /// padding for all sides, and a row chunk's padding differs at top and bottom).
 fn needs_pad_copy(problem: &ConvProblem, chunk: &Chunk) -> bool {
-    let g = &problem.geometry;
+    let g = problem.geometry();
     if g.kind == ConvKind::Transposed {
         return false;
     }
     let whole_rows = chunk.rows.len() == g.out_hw()[0];
-    match problem.rank {
+    match problem.rank() {
         Rank::Two => !(whole_rows && g.pad_begin == g.pad_end && g.pad_begin[0] == g.pad_begin[1]),
         Rank::One => g.pad_begin[1] != g.pad_end[1],
     }
@@ -72,8 +72,8 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
     if !supports(problem, chunk) {
         return None;
     }
-    let g = &problem.geometry;
-    let sz = problem.dtype.size_in_bytes();
+    let g = problem.geometry();
+    let sz = problem.dtype().size_in_bytes();
     let b = chunk.batch.len();
     let (c, k) = (g.in_channels, g.out_channels);
     let [r, s] = g.kernel;
@@ -82,8 +82,8 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
     let out = b * k * rows * q;
     let elems = match g.kind {
         ConvKind::Forward => {
-            let (sub, _) = problem.output_rows(chunk.rows.clone());
-            let sg = &sub.geometry;
+            let (sub, _) = problem.output_rows(chunk.rows.clone()).ok()?;
+            let sg = sub.geometry();
             let (h, w) = if needs_pad_copy(problem, chunk) {
                 (sg.in_size[0] + sg.pad_begin[0] + sg.pad_end[0], sg.in_size[1] + sg.pad_begin[1] + sg.pad_end[1])
             } else {
@@ -93,7 +93,7 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
             let pad_copy = if needs_pad_copy(problem, chunk) { 2 * b * c * h * w } else { 0 };
             let pixels = rows * q;
             let ksize = c * r * s;
-            let conv = match problem.rank {
+            let conv = match problem.rank() {
                 // conv1d: full im2col, the matmul result, and its transposed copy.
                 Rank::One => {
                     b * pixels * ksize + b * pixels * k + gemm_internal_bytes(threads, b * pixels * ksize) / sz
@@ -124,7 +124,7 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
         }
         ConvKind::Transposed => {
             let [h, w] = g.in_size;
-            match problem.rank {
+            match problem.rank() {
                 // col2im path: a [b, L, K·k] column matrix.
                 Rank::One => b * w * k * s + b * c * w + gemm_internal_bytes(threads, b * w * c) / sz,
                 // An NHWC copy of the input and a per-task kernel column.
@@ -139,22 +139,23 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
 /// padded copy) of the input; results are copied into the output with the bias added.
 pub(super) fn run<T: Element + WithDType>(
     plan: &CpuPlan,
+    meter: &crate::workspace::WorkspaceMeter,
     input: &Tensor,
     weight: &Tensor,
     bias: Option<&Tensor>,
 ) -> Result<Tensor, ConvError> {
-    let problem = &plan.problem;
-    let g = &problem.geometry;
+    let problem = plan.problem();
+    let g = problem.geometry();
     let [p, q] = g.out_hw();
-    let mut out = output_buffer::<T>(g.output_len());
+    let mut out = output_buffer::<T>(meter, g.output_len())?;
     let bias = bias.map(|b| b.to_vec1::<T>()).transpose()?;
     for chunk in plan.chunks() {
         let x = input.narrow(0, chunk.batch.start, chunk.batch.len())?;
-        let y = match (g.kind, problem.rank) {
+        let y = match (g.kind, problem.rank()) {
             (ConvKind::Forward, Rank::Two) => {
                 if needs_pad_copy(problem, &chunk) {
-                    let (sub, in_rows) = problem.output_rows(chunk.rows.clone());
-                    let sg = &sub.geometry;
+                    let (sub, in_rows) = problem.output_rows(chunk.rows.clone())?;
+                    let sg = sub.geometry();
                     let x = x
                         .narrow(2, in_rows.start, in_rows.len())?
                         .pad_with_zeros(2, sg.pad_begin[0], sg.pad_end[0])?

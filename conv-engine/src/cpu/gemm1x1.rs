@@ -16,13 +16,19 @@ pub(super) fn l2_slab_bytes() -> usize {
 }
 
 pub(super) fn supports(problem: &ConvProblem) -> bool {
-    let g = &problem.geometry;
+    geometry_fits(problem.geometry()) && problem.dtype() != ConvDType::BF16 // the gemm crate has no bf16
+}
+
+/// A 1x1, stride-1, unpadded forward convolution: its output planes are its input planes.
+fn geometry_fits(g: &ConvGeometry) -> bool {
     g.kind == ConvKind::Forward
         && g.kernel == [1, 1]
         && g.stride == [1, 1]
         && g.pad_begin == [0, 0]
         && g.pad_end == [0, 0]
-        && problem.dtype != ConvDType::BF16 // the gemm crate has no bf16
+        && g.groups >= 1
+        && g.in_channels % g.groups == 0
+        && g.out_channels % g.groups == 0
 }
 
 /// Upper bound of the gemm crate's buffers: per-thread slabs and a packed copy of at most
@@ -31,13 +37,14 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
     if !supports(problem) {
         return None;
     }
-    let g = &problem.geometry;
+    let g = problem.geometry();
     let pixels = chunk.rows.len() * g.out_hw()[1];
     let (m, k) = (g.out_channels_per_group(), g.in_channels_per_group());
     Some(threads * l2_slab_bytes() + (k * pixels + m * k) * 4)
 }
 
-/// Output rows `rows` of every image in `g` (which `supports` accepted).
+/// Output rows `rows` of every image in `g`. Checks, before the unsafe GEMM, that `g` is
+/// a geometry this algorithm runs and that every slice holds what `g` addresses.
 pub(super) fn run<T: Element>(
     g: &ConvGeometry,
     x: &[T],
@@ -47,8 +54,28 @@ pub(super) fn run<T: Element>(
     rows: std::ops::Range<usize>,
     threads: usize,
 ) -> Result<(), ConvError> {
+    if !geometry_fits(g) {
+        return Err(ConvError::AlgorithmUnsupported {
+            problem: format!("{g:?}"),
+            algorithm: "Gemm1x1",
+            chunking: None,
+            requires: crate::dispatch::Algorithm::Gemm1x1.requirements(),
+        });
+    }
     let [h, wd] = g.in_size;
     let [p, q] = g.out_hw();
+    if rows.end > p || rows.start > rows.end {
+        return Err(ConvError::Parameter {
+            op: "conv",
+            param: "output rows",
+            value: format!("{rows:?} of {p}"),
+            reason: "Gemm1x1 runs rows inside the output",
+        });
+    }
+    super::check_len("input", Some(x.len()), g.input_len())?;
+    super::check_len("weight", Some(w.len()), g.weight_len())?;
+    super::check_len("output", Some(out.len()), g.output_len())?;
+    super::check_len("bias", bias.map(<[T]>::len), g.out_channels)?;
     let (m, k) = (g.out_channels_per_group(), g.in_channels_per_group());
     let pixels = rows.len() * q;
     let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
@@ -57,7 +84,8 @@ pub(super) fn run<T: Element>(
             let x0 = ((n * g.in_channels + grp * k) * h + rows.start) * wd;
             let o0 = ((n * g.out_channels + grp * m) * p + rows.start) * q;
             let w0 = grp * m * k;
-            // SAFETY: the slices hold every element addressed: rows `rows` of `k` input
+            // SAFETY: checked above: `g` is 1x1/stride 1/unpadded, `rows` lie inside the output,
+            // and the slices have `g`'s exact lengths, so they hold every element addressed: rows `rows` of `k` input
             // planes (stride h·w) and of `m` output planes (stride p·q), and an m×k
             // weight block; the output block is written by this call alone.
             unsafe {
@@ -137,4 +165,46 @@ unsafe fn gemm_dispatch<T: Element>(
         return Err(ConvError::Candle(candle_core::Error::Msg(format!("Gemm1x1: no gemm kernel for {}", T::NAME))));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geometry(kernel: usize) -> ConvGeometry {
+        ConvGeometry {
+            kind: ConvKind::Forward,
+            batch: 1,
+            in_channels: 4,
+            in_size: [6, 6],
+            out_channels: 2,
+            kernel: [kernel, kernel],
+            stride: [1, 1],
+            pad_begin: [0, 0],
+            pad_end: [0, 0],
+            dilation: [1, 1],
+            output_padding: [0, 0],
+            groups: 1,
+        }
+    }
+
+    /// The executor itself refuses what would make its unsafe GEMM read out of bounds: a
+    /// geometry that is not 1x1, rows past the output, and short slices.
+    #[test]
+    fn checks_geometry_rows_and_lengths_before_the_gemm() {
+        let g = geometry(3);
+        let (x, w, mut out) = (vec![1f32; g.input_len()], vec![1f32; g.weight_len()], vec![0f32; g.output_len()]);
+        let e = run(&g, &x, &w, None, &mut out, 0..4, 1).unwrap_err();
+        assert!(matches!(e, ConvError::AlgorithmUnsupported { algorithm: "Gemm1x1", .. }), "{e:?}");
+        let g = geometry(1);
+        let (x, w, mut out) = (vec![1f32; g.input_len()], vec![1f32; g.weight_len()], vec![0f32; g.output_len()]);
+        let e = run(&g, &x, &w, None, &mut out, 0..7, 1).unwrap_err();
+        assert!(matches!(e, ConvError::Parameter { param: "output rows", .. }), "{e:?}");
+        let e = run(&g, &x[..x.len() - 1], &w, None, &mut out, 0..6, 1).unwrap_err();
+        assert!(matches!(e, ConvError::BufferLength { what: "input", len: 143, needed: 144, .. }), "{e:?}");
+        let e = run(&g, &x, &w, Some(&[0.0]), &mut out, 0..6, 1).unwrap_err();
+        assert!(matches!(e, ConvError::BufferLength { what: "bias", len: 1, needed: 2, .. }), "{e:?}");
+        run(&g, &x, &w, None, &mut out, 0..6, 1).unwrap();
+        assert!(out.iter().all(|&v| v == 4.0));
+    }
 }

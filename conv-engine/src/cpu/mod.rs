@@ -155,7 +155,7 @@ impl Default for CpuCatalog {
 
 /// The problem's geometry restricted to the chunk's images (rows are passed separately).
 fn chunk_geometry(problem: &ConvProblem, chunk: &Chunk) -> ConvGeometry {
-    let mut g = problem.geometry;
+    let mut g = *problem.geometry();
     g.batch = chunk.batch.len();
     g
 }
@@ -194,10 +194,10 @@ impl AlgorithmCatalog for CpuCatalog {
 
     fn estimated_seconds(&self, kernel: &CpuKernel, problem: &ConvProblem, chunk: &Chunk) -> f64 {
         let alg = kernel.algorithm();
-        let g = &problem.geometry;
+        let g = problem.geometry();
         let share = (chunk.batch.len() * chunk.rows.len()) as f64 / (g.batch * g.out_hw()[0]) as f64;
         let flops = g.flops() as f64 * share;
-        let per_thread = gflops_per_thread(alg, problem.dtype, g.in_channels.min(g.out_channels));
+        let per_thread = gflops_per_thread(alg, problem.dtype(), g.in_channels.min(g.out_channels));
         let rate = per_thread * 1e9 * self.threads as f64;
         // Small problems are dominated by fixed costs (thread start-up, packing set-up).
         let fixed = match alg {
@@ -251,8 +251,10 @@ impl CpuConv {
         &self.meter
     }
 
+    /// The budget and the workspace this engine holds now (other threads' convolutions),
+    /// so that concurrent convolutions share the budget instead of each taking all of it.
     pub fn budget_state(&self) -> BudgetState {
-        BudgetState { budget: self.budget.resolve(host_free_bytes), live: 0 }
+        BudgetState { budget: self.budget.resolve(host_free_bytes), live: self.meter.current_bytes() }
     }
 
     /// The plan the dispatcher chooses for `problem` now.
@@ -343,6 +345,10 @@ impl CpuConv {
 
     /// Runs a given plan with an epilogue: `out = (act(conv + bias) + residual) · scale`.
     /// The implicit GEMM applies it in its write-out; the other kernels in one pass after.
+    ///
+    /// The plan is checked again before anything runs: the tensors must be what its
+    /// problem says, and this engine's catalog must accept its kernel for every chunk
+    /// (a plan of another engine is run only if this one could have made it).
     pub fn run_plan_fused(
         &self,
         plan: &CpuPlan,
@@ -351,10 +357,10 @@ impl CpuConv {
         bias: Option<&Tensor>,
         epilogue: &Epilogue<&Tensor>,
     ) -> Result<Tensor, ConvError> {
-        let problem = &plan.problem;
+        let problem = plan.problem();
         check_tensors(problem, input, weight, bias)?;
         if let Some(r) = epilogue.residual {
-            if r.dims() != problem.output_shape() || ConvDType::from_candle(r.dtype()) != Some(problem.dtype) {
+            if r.dims() != problem.output_shape() || ConvDType::from_candle(r.dtype()) != Some(problem.dtype()) {
                 return Err(ConvError::Parameter {
                     op: "conv",
                     param: "residual",
@@ -371,11 +377,43 @@ impl CpuConv {
                 });
             }
         }
-        match problem.dtype {
+        self.check_plan(plan)?;
+        match problem.dtype() {
             ConvDType::F32 => self.run_typed::<f32>(plan, input, weight, bias, epilogue),
             ConvDType::F16 => self.run_typed::<f16>(plan, input, weight, bias, epilogue),
             ConvDType::BF16 => self.run_typed::<bf16>(plan, input, weight, bias, epilogue),
         }
+    }
+
+    /// The catalog accepts the plan's kernel for each of its chunks (what the executors
+    /// rely on), and its microkernel runs on this CPU.
+    fn check_plan(&self, plan: &CpuPlan) -> Result<(), ConvError> {
+        let problem = plan.problem();
+        let catalog = self.dispatcher.catalog();
+        let unsupported = |why: &str| ConvError::AlgorithmUnsupported {
+            problem: problem.to_string(),
+            algorithm: plan.algorithm().name(),
+            chunking: Some(format!(
+                " in chunks of {} images x {} rows{why}",
+                plan.chunking().batch_per_chunk,
+                plan.chunking().rows_per_chunk
+            )),
+            requires: plan.algorithm().requirements(),
+        };
+        if let CpuKernel::ImplicitGemm(mk) | CpuKernel::Winograd(mk) = *plan.kernel()
+            && !mk.is_supported()
+        {
+            return Err(unsupported(&format!(" (microkernel {mk:?} is not supported by this CPU)")));
+        }
+        if plan.kernel().algorithm() != plan.algorithm() {
+            return Err(unsupported(&format!(" (kernel {} is not one of this algorithm)", plan.kernel())));
+        }
+        for chunk in plan.chunks() {
+            if catalog.workspace_bytes(plan.kernel(), problem, &chunk, plan.workspace_limit()).is_none() {
+                return Err(unsupported(""));
+            }
+        }
+        Ok(())
     }
 
     fn run_typed<T: Element + WithDType>(
@@ -386,17 +424,20 @@ impl CpuConv {
         bias: Option<&Tensor>,
         epilogue: &Epilogue<&Tensor>,
     ) -> Result<Tensor, ConvError> {
-        let problem = &plan.problem;
-        let g = &problem.geometry;
+        let problem = plan.problem();
+        let g = problem.geometry();
         let residual = epilogue.residual.map(|r| r.contiguous()).transpose()?;
         let r_guard = residual.as_ref().map(|r| r.storage_and_layout());
-        let res = match &r_guard {
+        let res: Option<&[T]> = match &r_guard {
             Some((st, l)) => Some(cpu_slice::<T>(st, l)?),
             None => None,
         };
-        if plan.kernel == CpuKernel::CandleIm2col {
-            let out = candle_conv::run::<T>(plan, input, weight, bias)?;
-            return apply_epilogue::<T>(out, &epilogue.map_residual(|_| res.expect("mapped from Some")));
+        check_len("residual", res.map(<[T]>::len), g.output_len())?;
+        let whole_epilogue = Epilogue { activation: epilogue.activation, residual: res, scale: epilogue.scale };
+        let kernel = *plan.kernel();
+        if kernel == CpuKernel::CandleIm2col {
+            let out = candle_conv::run::<T>(plan, &self.meter, input, weight, bias)?;
+            return apply_epilogue::<T>(out, &whole_epilogue);
         }
         let input = input.contiguous()?;
         let weight = weight.contiguous()?;
@@ -410,46 +451,59 @@ impl CpuConv {
             Some((st, l)) => Some(cpu_slice::<T>(st, l)?),
             None => None,
         };
-        let mut out = output_buffer::<T>(g.output_len());
+        // Every executor below indexes these slices by the problem's geometry.
+        check_len("input", Some(x.len()), g.input_len())?;
+        check_len("weight", Some(w.len()), g.weight_len())?;
+        check_len("bias", b.map(<[T]>::len), g.out_channels)?;
+        let mut out = output_buffer::<T>(&self.meter, g.output_len())?;
         let (img_in, img_out) = (g.input_len() / g.batch, g.output_len() / g.batch);
-        let batch_epilogue = |chunk: &Chunk| {
-            epilogue.map_residual(|_| {
-                &res.expect("mapped from Some")[chunk.batch.start * img_out..chunk.batch.end * img_out]
-            })
-        };
         for chunk in plan.chunks() {
             let gc = chunk_geometry(problem, &chunk);
             let xs = &x[chunk.batch.start * img_in..chunk.batch.end * img_in];
             let os = &mut out[chunk.batch.start * img_out..chunk.batch.end * img_out];
             let catalog = self.dispatcher.catalog();
-            match plan.kernel {
+            match kernel {
                 CpuKernel::ImplicitGemm(mk) => {
-                    let exec = catalog.implicit_plan(mk, problem, &chunk, plan.workspace_limit);
-                    let mut ws = self.meter.alloc_f32(exec.workspace_floats());
-                    exec.run_fused(xs, w, b, &batch_epilogue(&chunk), os, &mut ws);
+                    let exec = catalog.implicit_plan(mk, problem, &chunk, plan.workspace_limit());
+                    let mut ws = self.meter.alloc_f32(exec.workspace_floats())?;
+                    let chunk_epilogue = Epilogue {
+                        activation: epilogue.activation,
+                        residual: res.map(|r| &r[chunk.batch.start * img_out..chunk.batch.end * img_out]),
+                        scale: epilogue.scale,
+                    };
+                    exec.run_fused(xs, w, b, &chunk_epilogue, os, &mut ws);
                 }
                 CpuKernel::Winograd(mk) => {
-                    let exec = catalog.winograd_plan(mk, problem, &chunk, plan.workspace_limit).ok_or_else(|| {
-                        ConvError::Parameter {
-                            op: "conv",
-                            param: "plan",
-                            value: plan.kernel.to_string(),
-                            reason: "Winograd runs only 3x3, stride-1, dilation-1, ungrouped forward convolutions",
+                    let exec = catalog.winograd_plan(mk, problem, &chunk, plan.workspace_limit()).ok_or_else(|| {
+                        ConvError::AlgorithmUnsupported {
+                            problem: problem.to_string(),
+                            algorithm: Algorithm::Winograd.name(),
+                            chunking: None,
+                            requires: Algorithm::Winograd.requirements(),
                         }
                     })?;
-                    let mut ws = self.meter.alloc_f32(exec.workspace_floats());
+                    let mut ws = self.meter.alloc_f32(exec.workspace_floats())?;
                     exec.run(xs, w, b, os, &mut ws);
                 }
                 CpuKernel::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
                 CpuKernel::Gemm1x1 => gemm1x1::run(&gc, xs, w, b, os, chunk.rows.clone(), catalog.threads)?,
-                CpuKernel::CandleIm2col => unreachable!("handled before the chunk loop"),
+                // Ran whole above; never reaches the loop.
+                CpuKernel::CandleIm2col => {}
             }
         }
         let out = Tensor::from_vec(out, problem.output_shape(), &Device::Cpu)?;
-        if matches!(plan.kernel, CpuKernel::ImplicitGemm(_)) {
+        if matches!(kernel, CpuKernel::ImplicitGemm(_)) {
             return Ok(out);
         }
-        apply_epilogue::<T>(out, &epilogue.map_residual(|_| res.expect("mapped from Some")))
+        apply_epilogue::<T>(out, &whole_epilogue)
+    }
+}
+
+/// A buffer an executor reads by the problem's geometry has exactly `needed` elements.
+pub(crate) fn check_len(what: &'static str, len: Option<usize>, needed: usize) -> Result<(), ConvError> {
+    match len {
+        Some(len) if len != needed => Err(ConvError::BufferLength { op: "conv", what, len, needed }),
+        _ => Ok(()),
     }
 }
 
@@ -475,8 +529,10 @@ fn apply_epilogue<T: Element + WithDType>(out: Tensor, epilogue: &Epilogue<&[T]>
 /// A fresh output buffer. Builds with debug assertions (every test build) poison it
 /// with NaN, so an element no chunk writes fails every comparison; optimised builds take
 /// zeroed memory, which the allocator maps lazily instead of filling it in an extra pass.
-pub(crate) fn output_buffer<T: Element>(len: usize) -> Vec<T> {
-    if cfg!(debug_assertions) { vec![T::from_f32(f32::NAN); len] } else { vec![T::from_f32(0.0); len] }
+/// Admitted through the meter's fault hook, and allocated fallibly.
+pub(crate) fn output_buffer<T: Element>(meter: &WorkspaceMeter, len: usize) -> Result<Vec<T>, ConvError> {
+    let fill = if cfg!(debug_assertions) { T::from_f32(f32::NAN) } else { T::from_f32(0.0) };
+    meter.try_vec(len, fill, "output")
 }
 
 /// The elements of a contiguous CPU tensor.
@@ -500,7 +556,7 @@ fn check_tensors(
     weight: &Tensor,
     bias: Option<&Tensor>,
 ) -> Result<(), ConvError> {
-    let g = &problem.geometry;
+    let g = problem.geometry();
     let op = "conv";
     if input.dims() != problem.input_shape() || weight.dims() != problem.weight_shape() {
         return Err(ConvError::Parameter {
@@ -519,11 +575,11 @@ fn check_tensors(
                 reason: "the CPU engine needs CPU tensors",
             });
         }
-        if ConvDType::from_candle(t.dtype()) != Some(problem.dtype) {
+        if ConvDType::from_candle(t.dtype()) != Some(problem.dtype()) {
             return Err(ConvError::DTypeMismatch {
                 op,
-                input: problem.dtype,
-                weight: ConvDType::from_candle(t.dtype()).unwrap_or(problem.dtype),
+                input: problem.dtype(),
+                weight: ConvDType::from_candle(t.dtype()).unwrap_or(problem.dtype()),
             });
         }
     }
@@ -531,8 +587,8 @@ fn check_tensors(
         if b.dims() != [g.out_channels] {
             return Err(ConvError::BiasShape { op, shape: b.dims().to_vec(), channels: g.out_channels });
         }
-        if ConvDType::from_candle(b.dtype()) != Some(problem.dtype) {
-            return Err(ConvError::BiasDType { op, bias: format!("{:?}", b.dtype()), input: problem.dtype });
+        if ConvDType::from_candle(b.dtype()) != Some(problem.dtype()) {
+            return Err(ConvError::BiasDType { op, bias: format!("{:?}", b.dtype()), input: problem.dtype() });
         }
         if !b.device().is_cpu() {
             return Err(ConvError::Parameter {

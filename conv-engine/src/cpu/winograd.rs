@@ -54,7 +54,7 @@ const MAX_PANELS: usize = 32;
 
 /// Whether Winograd F(2x2, 3x3) computes `problem`.
 pub(super) fn supports(problem: &ConvProblem) -> bool {
-    let g = &problem.geometry;
+    let g = problem.geometry();
     g.kind == ConvKind::Forward
         && g.kernel == [3, 3]
         && g.stride == [1, 1]

@@ -93,7 +93,7 @@ impl Network {
                     // the (dilated, padded) kernel, or a zero-sized one.
                     match cv.problem(&[1, c, h, w], self.dtype) {
                         Ok(p) => {
-                            let [h, w] = p.geometry.out_hw();
+                            let [h, w] = p.geometry().out_hw();
                             Shape::Image { c: cv.out_c, h, w }
                         }
                         Err(_) if cv.is_transposed() => return Err(at("the output would be empty".into())),

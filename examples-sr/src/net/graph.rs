@@ -57,7 +57,7 @@ impl ConvNode {
     /// FLOPs on an input of dims `x`, counted as the conv engine counts them (0 for an
     /// input the layer cannot take).
     pub fn flops(&self, x: &[usize], dtype: DType) -> u64 {
-        self.problem(x, dtype).map(|p| p.geometry.flops()).unwrap_or(0)
+        self.problem(x, dtype).map(|p| p.geometry().flops()).unwrap_or(0)
     }
 }
 

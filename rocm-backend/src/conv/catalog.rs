@@ -85,25 +85,25 @@ impl AlgorithmCatalog for RocmCatalog {
         match kernel {
             RocmKernel::ImplicitGemm(k) => igemm::workspace_bytes(k, p, chunk),
             RocmKernel::Direct | RocmKernel::Gemm1x1 => Some(0),
-            RocmKernel::Im2colGemm => im2col::col_elems(p, chunk).map(|e| e * p.dtype.size_in_bytes()),
+            RocmKernel::Im2colGemm => im2col::col_elems(p, chunk).map(|e| e * p.dtype().size_in_bytes()),
             RocmKernel::Miopen => miopen::miopen_workspace(&self.device, p, chunk, limit),
         }
     }
 
     fn estimated_seconds(&self, kernel: &RocmKernel, p: &ConvProblem, chunk: &Chunk) -> f64 {
-        let g = &p.geometry;
+        let g = p.geometry();
         let share = (chunk.batch.len() * chunk.rows.len()) as f64 / (g.batch * g.out_hw()[0]) as f64;
         let family = self.device.info().family;
         if let RocmKernel::ImplicitGemm(IgemmKernel::Nhwc { config, .. }) = kernel {
             return 10e-6 + nhwc_seconds(family, p, chunk, config, share);
         }
-        let compute = g.flops() as f64 * share / (tflops(family, kernel.algorithm(), p.dtype) * 1e12);
+        let compute = g.flops() as f64 * share / (tflops(family, kernel.algorithm(), p.dtype()) * 1e12);
         let copy = match kernel {
             // Writing and reading back the column buffer.
             RocmKernel::Im2colGemm => {
                 2.0 * im2col::col_elems(p, chunk).unwrap_or(0) as f64
                     * chunk.batch.len() as f64
-                    * p.dtype.size_in_bytes() as f64
+                    * p.dtype().size_in_bytes() as f64
                     / BANDWIDTH
             }
             _ => 0.0,
@@ -130,8 +130,8 @@ fn igemm_tflops(family: ArchFamily, math: IgemmMath) -> f64 {
 }
 
 fn nhwc_seconds(family: ArchFamily, p: &ConvProblem, chunk: &Chunk, config: &IgemmNhwcConfig, share: f64) -> f64 {
-    let g = &p.geometry;
-    let es = p.dtype.size_in_bytes();
+    let g = p.geometry();
+    let es = p.dtype().size_in_bytes();
     let (cg, kg) = (g.in_channels_per_group(), g.out_channels_per_group());
     let cgp = padded_channels(cg, es);
     // Work the tiles really do: output channels rounded up to the tile, channels to the slots.

@@ -21,8 +21,8 @@ pub(super) fn run(
     bias: Option<&DeviceArray>,
     out: &DeviceArray,
 ) -> Result<()> {
-    let g = &p.geometry;
-    let kd = kernel_dtype(p.dtype.to_candle())?;
+    let g = p.geometry();
+    let kd = kernel_dtype(p.dtype().to_candle())?;
     let family = match g.kind {
         ConvKind::Forward => &family::CONV2D_DIRECT,
         ConvKind::Transposed => &family::CONV_TRANSPOSE2D_DIRECT,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 /// Whether `p` is a plain GEMM.
 pub(super) fn applies(p: &ConvProblem) -> bool {
-    let g = &p.geometry;
+    let g = p.geometry();
     g.kind == ConvKind::Forward
         && g.kernel == [1, 1]
         && g.stride == [1, 1]
@@ -26,8 +26,8 @@ pub(super) fn run(
     w: &DeviceArray,
     out: &DeviceArray,
 ) -> Result<()> {
-    let g = &p.geometry;
-    let dtype = p.dtype.to_candle();
+    let g = p.geometry();
+    let dtype = p.dtype().to_candle();
     let (img_in, img_out) = (g.input_len() / g.batch, g.output_len() / g.batch);
     let [pp, qq] = g.out_hw();
     let blas = device.blas()?;

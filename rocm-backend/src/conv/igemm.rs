@@ -21,7 +21,7 @@ use kernels::{Conv2dParams, IgemmMath, IgemmNhwcConfig, MmaVariant, family};
 use std::sync::Arc;
 
 fn layout_of(p: &ConvProblem, chunk: &Chunk) -> Result<ChunkLayout> {
-    chunk_layout(&p.geometry, chunk.batch.len(), chunk.rows.clone(), p.dtype.size_in_bytes())
+    chunk_layout(p.geometry(), chunk.batch.len(), chunk.rows.clone(), p.dtype().size_in_bytes())
         .map_err(|e| RocmError::op("conv", e.to_string()))
 }
 
@@ -43,7 +43,7 @@ fn nhwc_kernel(variant: MmaVariant, config: &IgemmNhwcConfig, kd: kernels::DType
 /// Workspace bytes of the NHWC path for a chunk (band + packed weights + partials).
 pub fn nhwc_workspace_bytes(p: &ConvProblem, chunk: &Chunk, splits: u32) -> Option<usize> {
     let layout = layout_of(p, chunk).ok()?;
-    Some(NhwcWorkspace::of(&p.geometry, &layout, chunk.batch.len(), splits).bytes(p.dtype.size_in_bytes()))
+    Some(NhwcWorkspace::of(p.geometry(), &layout, chunk.batch.len(), splits).bytes(p.dtype().size_in_bytes()))
 }
 
 /// Workspace bytes of `kernel` for a chunk.
@@ -75,8 +75,8 @@ pub(super) fn run(
             Ok(())
         }
         IgemmKernel::Nchw(cfg) => {
-            let g = &p.geometry;
-            let dtype = p.dtype.to_candle();
+            let g = p.geometry();
+            let dtype = p.dtype().to_candle();
             let family = if g.kind == ConvKind::Transposed { &family::IGEMM_TCONV } else { &family::IGEMM_FWD };
             let params = kernel_params(g, g.batch);
             launch(
@@ -107,7 +107,7 @@ pub fn run_implicit_gemm(
     bias: Option<&DeviceArray>,
     epilogue: Epilogue<'_>,
 ) -> Result<DeviceArray> {
-    let out = DeviceArray::alloc(device, p.dtype.to_candle(), p.geometry.output_len())?;
+    let out = DeviceArray::alloc(device, p.dtype().to_candle(), p.geometry().output_len())?;
     run_implicit_gemm_into(device, p, kernel, x, w, bias, epilogue, &out)?;
     Ok(out)
 }
@@ -125,10 +125,10 @@ pub fn run_implicit_gemm_into(
     out: &DeviceArray,
 ) -> Result<()> {
     check_operands(p, x, w, bias, epilogue, Some(out))?;
-    if !nhwc_supported(&p.geometry) {
+    if !nhwc_supported(p.geometry()) {
         return Err(RocmError::op("conv", format!("the NHWC implicit-GEMM kernels do not support {p}")));
     }
-    let chunk = Chunk { batch: 0..p.geometry.batch, rows: 0..p.geometry.out_hw()[0] };
+    let chunk = Chunk { batch: 0..p.geometry().batch, rows: 0..p.geometry().out_hw()[0] };
     run_igemm_chunk(device, p, &chunk, kernel, x, w, bias, epilogue, out)
 }
 
@@ -149,8 +149,8 @@ fn run_igemm_chunk(
     let IgemmKernel::Nhwc { variant, config, splits } = kernel else {
         return Err(RocmError::op("conv", "run_igemm_chunk needs an NHWC kernel"));
     };
-    let g = &p.geometry;
-    let dtype = p.dtype.to_candle();
+    let g = p.geometry();
+    let dtype = p.dtype().to_candle();
     let kd = kernel_dtype(dtype)?;
     let gemm = nhwc_kernel(variant, config, kd)?;
     if variant != MmaVariant::Native && device.info().warp_size != 32 {

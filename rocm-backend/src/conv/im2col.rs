@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 /// Column-buffer elements of one chunk.
 pub(super) fn col_elems(p: &ConvProblem, chunk: &Chunk) -> Option<usize> {
-    let g = &p.geometry;
+    let g = p.geometry();
     let [_, q] = g.out_hw();
     match g.kind {
         // One image at a time; a band of output rows.
@@ -29,7 +29,7 @@ pub(super) fn col_elems(p: &ConvProblem, chunk: &Chunk) -> Option<usize> {
 
 /// Whether `chunking` is one this algorithm runs: transposed convolutions only in whole images.
 pub(super) fn runs(p: &ConvProblem, chunking: Chunking) -> bool {
-    p.geometry.kind == ConvKind::Forward || chunking.rows_per_chunk >= p.geometry.out_hw()[0]
+    p.geometry().kind == ConvKind::Forward || chunking.rows_per_chunk >= p.geometry().out_hw()[0]
 }
 
 /// Runs `p` into `out` (no bias) with column buffers of `rows_per_chunk` output rows.
@@ -41,8 +41,8 @@ pub(super) fn run(
     w: &DeviceArray,
     out: &DeviceArray,
 ) -> Result<()> {
-    let g = &p.geometry;
-    let dtype = p.dtype.to_candle();
+    let g = p.geometry();
+    let dtype = p.dtype().to_candle();
     let kd = kernel_dtype(dtype)?;
     let (img_in, img_out) = (g.input_len() / g.batch, g.output_len() / g.batch);
     let [pp, qq] = g.out_hw();

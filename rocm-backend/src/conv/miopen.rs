@@ -15,7 +15,9 @@ use std::sync::Arc;
 /// The sub-problem a `Miopen` plan runs for `chunk` of `p`: the chunk's images, all output
 /// rows (`None` for a chunk of output rows, which MIOpen cannot run).
 pub fn miopen_chunk_problem(p: &ConvProblem, chunk: &Chunk) -> Option<ConvProblem> {
-    (chunk.rows == (0..p.geometry.out_hw()[0]) && !chunk.batch.is_empty()).then(|| p.with_batch(chunk.batch.len()))
+    (chunk.rows == (0..p.geometry().out_hw()[0]) && !chunk.batch.is_empty())
+        .then(|| p.with_batch(chunk.batch.len()).ok())
+        .flatten()
 }
 
 /// `Miopen`'s workspace for `chunk` of `p` within `limit` bytes (see
@@ -52,19 +54,19 @@ pub fn run_miopen_into(
     w: &DeviceArray,
     out: &DeviceArray,
 ) -> Result<()> {
-    let p = &plan.problem;
-    if plan.algorithm != conv_engine::Algorithm::Miopen {
-        return Err(RocmError::op("conv", format!("run_miopen_into was given a {} plan for {p}", plan.algorithm)));
+    let p = &plan.problem();
+    if plan.algorithm() != conv_engine::Algorithm::Miopen {
+        return Err(RocmError::op("conv", format!("run_miopen_into was given a {} plan for {p}", plan.algorithm())));
     }
     let mi = device.miopen()?;
     for chunk in plan.chunks() {
         let sub = miopen_chunk_problem(p, &chunk).ok_or_else(|| {
             RocmError::op("conv", format!("MIOpen cannot run output rows {:?} of {p} as a chunk", chunk.rows))
         })?;
-        let solution = mi.best_within(&sub, plan.workspace_limit)?.ok_or_else(|| {
+        let solution = mi.best_within(&sub, plan.workspace_limit())?.ok_or_else(|| {
             RocmError::op(
                 "conv",
-                format!("no MIOpen solution for {sub} fits the plan's {} workspace bytes", plan.workspace_limit),
+                format!("no MIOpen solution for {sub} fits the plan's {} workspace bytes", plan.workspace_limit()),
             )
         })?;
         tracing::debug!(target: "rocm_backend::miopen", problem = %sub, images = ?chunk.batch, solution = solution.id, workspace_bytes = solution.workspace_bytes, "MIOpen run");
@@ -102,12 +104,12 @@ mod tests {
     fn miopen_chunks_are_whole_images() {
         let dt = candle_core::DType::F32;
         let p = ConvProblem::conv2d(&[5, 4, 9, 7], &[6, 4, 3, 3], dt, dt, &Params::default().with_stride(2)).unwrap();
-        let rows = p.geometry.out_hw()[0];
+        let rows = p.geometry().out_hw()[0];
         assert_eq!(rows, 4);
         assert_eq!(miopen_chunk_problem(&p, &Chunk { batch: 0..5, rows: 0..rows }), Some(p));
         let sub = miopen_chunk_problem(&p, &Chunk { batch: 3..5, rows: 0..rows }).unwrap();
-        assert_eq!(sub.geometry.batch, 2);
-        assert_eq!(sub, p.with_batch(2));
+        assert_eq!(sub.geometry().batch, 2);
+        assert_eq!(sub, p.with_batch(2).unwrap());
         // Output-row chunks are not MIOpen problems.
         assert_eq!(miopen_chunk_problem(&p, &Chunk { batch: 0..1, rows: 0..2 }), None);
         assert_eq!(miopen_chunk_problem(&p, &Chunk { batch: 0..1, rows: 2..4 }), None);

@@ -104,8 +104,8 @@ fn check_operands(
     epilogue: Epilogue<'_>,
     out: Option<&DeviceArray>,
 ) -> Result<()> {
-    let g = &p.geometry;
-    let dtype = p.dtype.to_candle();
+    let g = p.geometry();
+    let dtype = p.dtype().to_candle();
     let operands = [
         ("input", Some(x), g.input_len()),
         ("weight", Some(w), g.weight_len()),
@@ -171,11 +171,11 @@ pub fn run_plan_fused(
     bias: Option<&DeviceArray>,
     epilogue: Epilogue<'_>,
 ) -> Result<DeviceArray> {
-    let p = &plan.problem;
-    let g = &p.geometry;
+    let p = &plan.problem();
+    let g = p.geometry();
     check_operands(p, x, w, bias, epilogue, None)?;
-    let out = DeviceArray::alloc(device, p.dtype.to_candle(), g.output_len())?;
-    match plan.kernel {
+    let out = DeviceArray::alloc(device, p.dtype().to_candle(), g.output_len())?;
+    match *plan.kernel() {
         RocmKernel::ImplicitGemm(k @ IgemmKernel::Nhwc { .. }) => {
             igemm::run(device, p, k, &plan.chunks(), x, w, bias, epilogue, &out)?
         }
@@ -193,7 +193,7 @@ pub fn run_plan_fused(
             apply_epilogue(device, p, &out, bias, epilogue)?;
         }
         RocmKernel::Im2colGemm => {
-            im2col::run(device, p, plan.chunking.rows_per_chunk, x, w, &out)?;
+            im2col::run(device, p, plan.chunking().rows_per_chunk, x, w, &out)?;
             apply_epilogue(device, p, &out, bias, epilogue)?;
         }
         RocmKernel::Miopen => {
@@ -216,7 +216,7 @@ fn apply_epilogue(
     if bias.is_none() && epilogue.is_plain() {
         return Ok(());
     }
-    let g = &p.geometry;
+    let g = p.geometry();
     launch(
         device,
         &Kernel::new(&family::CONV_EPILOGUE, "", kernel_dtype(out.dtype)?)?,
@@ -284,7 +284,7 @@ impl RocmConv {
         bias: Option<&DeviceArray>,
         epilogue: Epilogue<'_>,
     ) -> Result<DeviceArray> {
-        let plan = self.plan(p).map_err(|e| RocmError::op("conv", e.to_string()))?;
+        let plan = self.plan(p)?;
         run_plan_fused(&self.device, &plan, x, w, bias, epilogue)
     }
 }

@@ -12,7 +12,7 @@ use std::fmt;
 /// The igemm tile configuration for a problem: narrow output-channel tiles when a group
 /// has few output channels, the large tile when both GEMM sides are large.
 pub fn igemm_config(p: &ConvProblem) -> &'static IgemmConfig {
-    let g = &p.geometry;
+    let g = p.geometry();
     let kg = g.out_channels_per_group();
     let m = g.batch * g.gemm_dims().n;
     if kg <= 16 {
@@ -160,11 +160,11 @@ impl fmt::Display for IgemmKernel {
 /// units: the tile table's configuration for the regime, split-K when the output tiles
 /// leave compute units idle and the reduction is long.
 pub fn igemm_kernel(family: ArchFamily, cus: usize, p: &ConvProblem, chunk: &Chunk) -> IgemmKernel {
-    let half = p.dtype != ConvDType::F32;
-    if !nhwc_supported(&p.geometry) || (half && !has_matrix_cores(family)) {
+    let half = p.dtype() != ConvDType::F32;
+    if !nhwc_supported(p.geometry()) || (half && !has_matrix_cores(family)) {
         return IgemmKernel::Nchw(igemm_config(p));
     }
-    let g = &p.geometry;
+    let g = p.geometry();
     let kg = g.out_channels_per_group();
     let [_, qq] = g.out_hw();
     let m = chunk.batch.len() * chunk.rows.len() * qq;
@@ -183,9 +183,9 @@ pub fn igemm_kernel(family: ArchFamily, cus: usize, p: &ConvProblem, chunk: &Chu
     };
     let config = table_config(family, half, regime);
     // Split-K: at least 16 k-tiles per split, at most 16 splits, about two tiles per CU.
-    let cgp = padded_channels(g.in_channels_per_group(), p.dtype.size_in_bytes());
+    let cgp = padded_channels(g.in_channels_per_group(), p.dtype().size_in_bytes());
     let taps = g.taps().div_ceil(phases).max(1);
-    let ktiles = (taps * cgp).div_ceil(config.k_tile(p.dtype.size_in_bytes() as u32) as usize);
+    let ktiles = (taps * cgp).div_ceil(config.k_tile(p.dtype().size_in_bytes() as u32) as usize);
     let t = tiles(config);
     let splits = if t < cus && ktiles >= 32 { (2 * cus).div_ceil(t).min(ktiles / 16).clamp(1, 16) } else { 1 };
     IgemmKernel::Nhwc { variant: MmaVariant::Native, config, splits: splits as u32 }

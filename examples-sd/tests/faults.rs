@@ -1,0 +1,69 @@
+//! Issue 13, item 4 (CPU tier): a VAE decode with the N-th allocation of the convolution
+//! engine failing, for every N the decode makes: each run is a clean error naming the
+//! injected fault, the engine's workspace and the process heap are back where they were,
+//! and the next run on the same device gives the same image as before. The GPU
+//! allocator's hook (`rocm_backend::alloc::Allocator::fail_nth_allocation`) is the same
+//! idea on the device; its test is rocm-backend's `gpu_alloc` (skipped without a GPU).
+
+mod common;
+
+use common::*;
+use conv_engine::testing::CountingAlloc;
+use conv_engine::{Budget, ConvError};
+use examples_sd::SdError;
+use rocm_vision::{DType, Device, Error, Tensor, Weights};
+
+#[global_allocator]
+static HEAP: CountingAlloc = CountingAlloc::new();
+
+#[test]
+fn vae_decode_fails_cleanly_at_every_allocation() {
+    let device = Device::cpu_with_budget(Budget::bytes(64 << 20));
+    let w = Weights::open(fixture("sd_vae_diffusers.safetensors"), &device).expect("fixture weights");
+    let dec = examples_sd::Decoder::load(&w, &config("sd"), DType::F32).expect("decoder");
+    let t = tensors("sd_8x8.safetensors");
+    let l = &t["latents"];
+    let latents = Tensor::from_vec(l.to_vec::<f32>().unwrap(), l.dims(), &device).unwrap();
+    let meter = device.cpu_conv().meter();
+
+    // Twice: the second run sees the caches (plans, thread-local GEMM buffers) warm.
+    let reference = dec.decode(&latents, &mut |_, _| {}).expect("decode").to_vec::<f32>().unwrap();
+    let before = meter.allocations();
+    let again = dec.decode(&latents, &mut |_, _| {}).expect("decode").to_vec::<f32>().unwrap();
+    let per_run = meter.allocations() - before;
+    assert_eq!(again, reference);
+    assert!(per_run >= 20, "a decode makes {per_run} engine allocations");
+
+    let mut worst_heap_drift = 0isize;
+    let heap_at_start = HEAP.current() as isize;
+    for n in 1..=per_run {
+        let heap = HEAP.current();
+        meter.fail_nth_allocation(Some(n));
+        let r = dec.decode(&latents, &mut |_, _| {});
+        match &r {
+            Err(SdError::Lib(Error::Conv(ConvError::AllocationFailed { injected: true, bytes, .. }))) => {
+                assert!(*bytes > 0, "allocation {n}");
+            }
+            other => panic!(
+                "allocation {n} of {per_run}: expected the injected fault, got {:?}",
+                other.as_ref().map(|t| t.dims().to_vec())
+            ),
+        }
+        let msg = r.err().unwrap().to_string();
+        assert!(msg.contains("injected fault") && msg.contains("bytes"), "{msg}");
+        assert_eq!(meter.current_bytes(), 0, "allocation {n}: workspace still held after the error");
+        let drift = HEAP.current() as isize - heap as isize;
+        worst_heap_drift = worst_heap_drift.max(drift.abs());
+    }
+    meter.fail_nth_allocation(None);
+    let total_drift = HEAP.current() as isize - heap_at_start;
+    println!("heap after all {per_run} failed runs: {total_drift:+} bytes");
+    assert!(total_drift.abs() <= 4096, "the failed runs left {total_drift} bytes behind");
+    let after = dec.decode(&latents, &mut |_, _| {}).expect("decode after the faults").to_vec::<f32>().unwrap();
+    assert_eq!(after, reference, "the device decodes as before");
+    println!(
+        "{per_run} engine allocations per decode, each failed once: clean errors, workspace 0 after each, heap drift at most {worst_heap_drift} bytes"
+    );
+    // Nothing the failed runs made stays behind (a few hundred bytes of lazily made state at most).
+    assert!(worst_heap_drift <= 4096, "heap grew by {worst_heap_drift} bytes after a failed decode");
+}
