@@ -102,9 +102,9 @@ python3 benches/anchors/realcugan_ncnn.py make-image "$work/sr/in/a.png" --size 
     cp "$work/sr/in/a.png" "$work/sr/in/b.png"
 for dt in f32 f16; do
     HOC_STATS=1 step "sr-$dt" 150 timed "$work/realcugan" -i "$work/sr/in" -o "$work/sr/out-$dt" -s 2 -n 0 \
-        --model se --model-dir "$carry/models" --device rocm --dtype "$dt" --tile whole --vram-budget 24GiB --force
+        --model se --model-dir "$carry/models" --device rocm --dtype "$dt" --tile whole --vram-budget 24GiB --force --profile
     say '```'
-    grep -E "upscale|peak|^real " "$logs/sr-$dt.log" | head -12 >>"$summary"
+    grep -E "upscale|peak|profile|^real " "$logs/sr-$dt.log" | head -12 >>"$summary"
     grep -E "hip-on-cuda stats" "$logs/sr-$dt.log" | head -14 >>"$summary"
     say '```'
 done
@@ -113,9 +113,9 @@ done
 #     tiled run's wall against its kernel time (ncu-sr-auto below).
 if [[ ${GPU_DIAG_SR_AUTO:-0} == 1 ]]; then
     HOC_STATS=1 step sr-f16-auto 150 timed "$work/realcugan" -i "$work/sr/in" -o "$work/sr/out-auto" -s 2 -n 0 \
-        --model se --model-dir "$carry/models" --device rocm --dtype f16 --tile auto --force
+        --model se --model-dir "$carry/models" --device rocm --dtype f16 --tile auto --force --profile
     say '```'
-    grep -E "upscale|peak|tile|^real " "$logs/sr-f16-auto.log" | head -12 >>"$summary"
+    grep -E "upscale|peak|profile|^real " "$logs/sr-f16-auto.log" | head -12 >>"$summary"
     grep -E "hip-on-cuda stats" "$logs/sr-f16-auto.log" | head -14 >>"$summary"
     say '```'
 fi
@@ -147,9 +147,9 @@ if command -v ncu >/dev/null && [[ ${GPU_DIAG_NCU_APPS:-1} == 1 ]]; then
         --latents "$work/vae/latent_128.npy" --device rocm --dtype f16 --vram-budget 1.6GB --out "$work/vae/n.png" --force
     rm -rf "$work/sr/one" && mkdir -p "$work/sr/one" && cp "$work/sr/in/a.png" "$work/sr/one/"
     ncu_sum ncu-sr "$work/realcugan" -i "$work/sr/one" -o "$work/sr/out-ncu" -s 2 -n 0 --model se \
-        --model-dir "$carry/models" --device rocm --dtype f16 --tile whole --vram-budget 24GiB --force
+        --model-dir "$carry/models" --device rocm --dtype f16 --tile whole --vram-budget 24GiB --force --profile
     [[ ${GPU_DIAG_SR_AUTO:-0} == 1 ]] && ncu_sum ncu-sr-auto "$work/realcugan" -i "$work/sr/one" -o "$work/sr/out-ncu-auto" \
-        -s 2 -n 0 --model se --model-dir "$carry/models" --device rocm --dtype f16 --tile auto --force
+        -s 2 -n 0 --model se --model-dir "$carry/models" --device rocm --dtype f16 --tile auto --force --profile
 fi
 
 # 4b. A timeline of Real-CUGAN's two images (nsys: CUDA API calls, synchronisations and gaps
@@ -157,7 +157,7 @@ fi
 if command -v nsys >/dev/null && [[ ${GPU_DIAG_NSYS:-0} == 1 ]]; then
     step nsys-sr 200 nsys profile -o "$work/nsys-sr" --force-overwrite true --stats=true -t cuda \
         "$work/realcugan" -i "$work/sr/in" -o "$work/sr/out-nsys" -s 2 -n 0 --model se --model-dir "$carry/models" \
-        --device rocm --dtype f16 --tile whole --vram-budget 24GiB --force
+        --device rocm --dtype f16 --tile whole --vram-budget 24GiB --force --profile
     say '```'
     grep -E "cuda(StreamSynchronize|DeviceSynchronize|Memcpy|LaunchKernel|Malloc|Free|EventSynchronize)|cu(StreamSynchronize|CtxSynchronize|Memcpy|LaunchKernel|MemAlloc|MemFree|EventSynchronize)" \
         "$logs/nsys-sr.log" | head -30 >>"$summary"

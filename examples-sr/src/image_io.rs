@@ -162,12 +162,18 @@ pub fn is_supported_input(path: &Path) -> bool {
 /// RGBA (marked [`Image::grey`]); 16-bit and float images are read as 16-bit, everything
 /// else as 8-bit.
 pub fn load(path: &Path) -> Result<Image, Error> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    decode(&bytes, path)
+}
+
+/// [`load`] of a file's bytes already in memory; `path` names it in errors.
+pub fn decode(bytes: &[u8], path: &Path) -> Result<Image, Error> {
     let bad = |msg: String| Error::Image { path: path.to_path_buf(), msg };
-    let reader = image::ImageReader::open(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-    let mut reader = reader.with_guessed_format().map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
     // No allocation beyond what the file's length justifies (crate::decode_limits).
-    let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    reader.limits(crate::decode_limits::limits(file_len));
+    reader.limits(crate::decode_limits::limits(bytes.len() as u64));
     if reader.format().is_none() {
         return Err(bad("not a recognised image format (PNG, JPEG and WebP are supported)".into()));
     }

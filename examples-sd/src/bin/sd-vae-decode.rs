@@ -88,6 +88,14 @@ fn main() {
         .init();
     if let Err(e) = run(Args::parse()) {
         eprintln!("error: {}", one_line(&e));
+        // What to do, where the library knows it (issue 13.2).
+        let lib = e.downcast_ref::<rocm_vision::Error>().or_else(|| match e.downcast_ref::<examples_sd::SdError>() {
+            Some(examples_sd::SdError::Lib(lib)) => Some(lib),
+            _ => None,
+        });
+        if let Some(hint) = lib.and_then(rocm_vision::Error::hint) {
+            eprintln!("  hint: {hint}");
+        }
         let code = if e.downcast_ref::<Usage>().is_some() { exit::USAGE } else { exit::FAILED };
         std::process::exit(code.into());
     }

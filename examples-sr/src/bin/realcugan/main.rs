@@ -135,6 +135,13 @@ struct Cli {
     #[arg(short = 'v', long = "verbose", conflicts_with = "quiet")]
     verbose: bool,
 
+    /// Print, after each image, where the network's time went per kind of operation and
+    /// its five slowest convolution layers. The times are the host's: on the CPU the work
+    /// itself, on a GPU the time spent issuing it (the kernels run behind), which shows
+    /// whether the host keeps the GPU waiting.
+    #[arg(long = "profile")]
+    profile: bool,
+
     /// No progress bars or per-image lines (errors are still printed).
     #[arg(short = 'q', long = "quiet")]
     quiet: bool,
@@ -149,7 +156,15 @@ pub struct Failure {
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
         let code = if matches!(e, Error::Usage(_)) { cli_support::exit::USAGE } else { cli_support::exit::FAILED };
-        Failure { msg: e.to_string(), code }
+        // One line of what to do after the message, where the library knows it (issue 13.2).
+        let msg = match &e {
+            Error::Tensor(lib) => match lib.hint() {
+                Some(hint) => format!("{e}\n  hint: {hint}"),
+                None => e.to_string(),
+            },
+            _ => e.to_string(),
+        };
+        Failure { msg, code }
     }
 }
 
@@ -359,12 +374,18 @@ fn process(
         bar.set_position(p.done as u64);
         bar.set_message(format!("pass {}/{}", p.pass, p.passes));
     };
+    if cli.profile {
+        up.network().enable_profiling();
+    }
     let (out, stats) = if cli.tta {
         up.upscale_tta_with_stats(&img, &plan, &mut progress)?
     } else {
         up.upscale_with_stats(&img, &plan, &mut progress)?
     };
     let upscale_s = upscale_started.elapsed().as_secs_f64();
+    if let Some(p) = up.network().take_profile() {
+        say(bars, profile_line(&p, stats.network_time));
+    }
     bar.finish_and_clear();
     bars.remove(&bar);
     image_io::save_as(&out, &job.output, job.format, cli.force)?;
@@ -417,6 +438,28 @@ fn process(
         );
     }
     Ok(())
+}
+
+/// `--profile`'s summary of one image.
+fn profile_line(p: &examples_sr::net::Profile, network: std::time::Duration) -> String {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let mut layers = p.layers.clone();
+    layers.sort_by(|a, b| b.time.cmp(&a.time));
+    let top: Vec<String> =
+        layers.iter().take(5).map(|l| format!("{} {} {:.2} ms", l.name, l.what, ms(l.time))).collect();
+    format!(
+        "profile (host time; on a GPU the time spent issuing the work): network {:.2} ms, of it conv {:.2}, \
+         deconv {:.2}, activation {:.2}, binary {:.2}, reshape {:.2}, SE {:.2} (sum {:.2}); slowest layers: {}",
+        ms(network),
+        ms(p.conv),
+        ms(p.deconv),
+        ms(p.activation),
+        ms(p.binary),
+        ms(p.reshape),
+        ms(p.se),
+        ms(p.total()),
+        top.join("; ")
+    )
 }
 
 /// A line above the progress bars, or on stderr when there are none (not a terminal, -q).
