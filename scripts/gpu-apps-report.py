@@ -104,7 +104,9 @@ def ours_vae(logs: str, name: str) -> dict | None:
 
 SR_LINE = re.compile(
     r"^(?P<input>\S+) \((?P<w>\d+)x(?P<h>\d+).*?\) -> \S+ \((?P<ow>\d+)x(?P<oh>\d+)\).*?: (?P<variant>\S+), "
-    r"(?P<tiles>\d+) tile\(s\) of (?P<tw>\d+)x(?P<th>\d+).*?, (?P<total>[\d.]+) s \(upscale (?P<up>[\d.]+) s[^)]*\)"
+    # "1 tile of WxH" (whole image), "4x3 tile(s) of WxH" (--tile auto), "12 tile(s) of WxH" (older)
+    r".*?(?:(?P<tr>\d+)x(?P<tc>\d+)|(?P<tiles>\d+)) tiles? ?(?:\(s\))? of (?P<tw>\d+)x(?P<th>\d+).*?, "
+    r"(?P<total>[\d.]+) s \(upscale (?P<up>[\d.]+) s[^)]*\)"
     r"(?:, peak device memory (?P<peak>[\d.]+) (?P<unit>\w+))?", re.M)
 
 
@@ -112,7 +114,7 @@ def ours_sr(logs: str, name: str) -> dict | None:
     lines = list(SR_LINE.finditer(read(os.path.join(logs, f"{name}.err"))))
     if not lines:
         return None
-    r = {"name": name, "images": len(lines), "tiles": int(lines[-1]["tiles"]), "in": f"{lines[-1]['w']}x{lines[-1]['h']}",
+    r = {"name": name, "images": len(lines), "tiles": int(lines[-1]["tiles"]) if lines[-1]["tiles"] else int(lines[-1]["tr"]) * int(lines[-1]["tc"]), "in": f"{lines[-1]['w']}x{lines[-1]['h']}",
          "tile": f"{lines[-1]['tw']}x{lines[-1]['th']}", "first_ms": float(lines[0]["up"]) * 1e3,
          "ms": float(lines[-1]["up"]) * 1e3, "out": f"{lines[-1]['ow']}x{lines[-1]['oh']}",
          "peak": to_bytes(lines[-1]["peak"], lines[-1]["unit"]) if lines[-1]["peak"] else None,
