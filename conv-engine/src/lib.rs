@@ -9,6 +9,7 @@ pub mod budget;
 pub mod cpu;
 pub mod dispatch;
 pub mod error;
+mod params;
 pub mod problem;
 pub mod reference;
 #[cfg(feature = "testing")]
