@@ -22,6 +22,8 @@ pub mod io;
 pub mod layout;
 pub mod memory;
 pub mod ops;
+pub mod plan;
+pub mod precision;
 pub mod tiled;
 
 pub use config::{Model, NORM_EPS, VaeConfig};
@@ -29,4 +31,6 @@ pub use decoder::{Decoder, ScratchCaps};
 pub use error::{Result, SdError};
 pub use layout::{KeyLayout, KeyStyle};
 pub use memory::{MemoryPlan, peak_rss_bytes};
+pub use plan::{DecodePlan, StageMemory};
+pub use precision::PrecisionStats;
 pub use tiled::{TileSpec, decode_tiled};
