@@ -188,6 +188,10 @@ mod tests {
         assert_eq!(p.output_padding, [1, 0]);
         assert_eq!(p.groups, 2);
         // Rows: (10 + 1 + 2 - 3) / 2 + 1 = 6; columns: (10 + 3 + 4 - 5) / 3 + 1 = 5.
+        // A forward conv refuses output padding (it only applies to transposed ones).
+        let e = ConvProblem::conv2d(&[1, 4, 10, 10], &[6, 2, 3, 3], DType::F32, DType::F32, &p).unwrap_err();
+        assert!(e.to_string().contains("output_padding"), "{e}");
+        let p = p.with_output_padding_hw(0, 0);
         let q = ConvProblem::conv2d(&[1, 4, 10, 10], &[6, 2, 3, 3], DType::F32, DType::F32, &p).unwrap();
         assert_eq!(q.output_shape(), vec![1, 6, 6, 5]);
         let c = Conv1dParams::default().with_padding_lr(3, 1).with_dilation(2).with_stride(2).with_groups(1);
