@@ -15,6 +15,18 @@ pub(crate) struct RocmContext {
 
 /// A compute device: a cheap handle that carries the device's convolution engine (its
 /// dispatcher, plan cache and workspace budget).
+///
+/// ```
+/// use rocm_vision::prelude::*;
+/// // The first ROCm GPU when there is one, else the CPU (and why, for a notice).
+/// let (device, why_cpu) = Device::auto();
+/// if let Some(why) = why_cpu {
+///     println!("{why}");
+/// }
+/// let x = Tensor::ones(&[2, 3], DType::F32, &device)?;
+/// assert_eq!(x.device(), &device);
+/// # Ok::<(), rocm_vision::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Device {
     kind: DeviceKind,
@@ -37,22 +49,57 @@ fn shared_cpu_conv() -> Arc<CpuConv> {
 impl Device {
     /// The CPU with the default 64 MiB convolution workspace budget. All handles from
     /// this function share one engine, so plans made for one tensor serve the next.
+    ///
+    /// ```
+    /// use rocm_vision::{Device, DeviceKind};
+    /// let cpu = Device::cpu();
+    /// assert!(cpu.is_cpu() && cpu.kind() == DeviceKind::Cpu);
+    /// assert_eq!(cpu.to_string(), "cpu");
+    /// ```
     pub fn cpu() -> Device {
         Device { kind: DeviceKind::Cpu, cpu_conv: shared_cpu_conv(), rocm: None }
     }
 
     /// The CPU with its own engine and workspace budget.
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// // Convolutions on this handle keep their scratch memory within 8 MiB (chunking
+    /// // the ones that would need more).
+    /// let device = Device::cpu_with_budget(Budget::bytes(8 << 20));
+    /// assert_eq!(device.cpu_conv().budget(), Budget::bytes(8 << 20));
+    /// ```
     pub fn cpu_with_budget(budget: Budget) -> Device {
         Device { kind: DeviceKind::Cpu, cpu_conv: Arc::new(CpuConv::new(budget)), rocm: None }
     }
 
     /// The CPU with a given engine (e.g. restricted to some algorithms).
+    ///
+    /// ```
+    /// use rocm_vision::conv_engine::CpuConv;
+    /// use rocm_vision::prelude::*;
+    /// let engine = CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[Algorithm::Direct]);
+    /// let device = Device::cpu_with_engine(engine);
+    /// let x = Tensor::ones(&[1, 1, 4, 4], DType::F32, &device)?;
+    /// let (_, plan) = x.conv2d_with_plan(&Tensor::ones(&[1, 1, 3, 3], DType::F32, &device)?, None,
+    ///                                    &Conv2dParams::default())?;
+    /// assert_eq!(plan.algorithm, Algorithm::Direct);
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn cpu_with_engine(engine: CpuConv) -> Device {
         Device { kind: DeviceKind::Cpu, cpu_conv: Arc::new(engine), rocm: None }
     }
 
     /// ROCm GPU `ordinal`, shared by every handle of that ordinal. Errors say whether the
     /// ROCm runtime is missing or the GPU is.
+    ///
+    /// ```
+    /// use rocm_vision::Device;
+    /// match Device::rocm(0) {
+    ///     Ok(gpu) => println!("{gpu}"), // e.g. rocm:0 (gfx1100)
+    ///     Err(e) => println!("no GPU: {e}"),
+    /// }
+    /// ```
     pub fn rocm(ordinal: usize) -> Result<Device> {
         static CONTEXTS: OnceLock<Mutex<HashMap<usize, Arc<RocmContext>>>> = OnceLock::new();
         let mut map = CONTEXTS.get_or_init(Default::default).lock().expect("device table poisoned");
@@ -70,6 +117,14 @@ impl Device {
 
     /// ROCm GPU `ordinal` with its allocator limited to `budget` (a byte count, or a
     /// fraction of the memory free now).
+    ///
+    /// ```
+    /// use rocm_vision::{Budget, Device};
+    /// if let Ok(gpu) = Device::rocm_with_budget(0, Budget::fraction_of_free(0.8)) {
+    ///     // Every allocation on `gpu` now counts against 80% of the memory that was free.
+    ///     assert!(gpu.is_rocm());
+    /// }
+    /// ```
     pub fn rocm_with_budget(ordinal: usize, budget: Budget) -> Result<Device> {
         let d = Device::rocm(ordinal)?;
         let ctx = d.rocm.as_ref().expect("a ROCm handle has a context");
@@ -100,6 +155,14 @@ impl Device {
 
     /// `auto`, `cpu`, `rocm` (GPU 0) or `rocm:N`. `auto` falls back to the CPU silently;
     /// use [`Device::auto`] to learn why.
+    ///
+    /// ```
+    /// use rocm_vision::Device;
+    /// assert!(Device::parse("cpu")?.is_cpu());
+    /// let e = Device::parse("cuda").unwrap_err();
+    /// assert!(e.to_string().contains("expected auto, cpu, rocm or rocm:N"));
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn parse(s: &str) -> Result<Device> {
         let t = s.trim().to_ascii_lowercase();
         match t.as_str() {
@@ -187,6 +250,16 @@ impl Device {
 
     /// The workspace bytes this device's dispatcher plans for `problem` when nothing else
     /// is live: what a memory estimate adds for the conv beside its input and output.
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// use rocm_vision::ConvProblem;
+    /// let device = Device::cpu_with_budget(Budget::bytes(4 << 20));
+    /// let p = Conv2dParams::default().with_padding(1);
+    /// let problem = ConvProblem::conv2d(&[1, 128, 64, 64], &[128, 128, 3, 3], DType::F32, DType::F32, &p)?;
+    /// assert!(device.conv_workspace_bytes(&problem)? <= 4 << 20);
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn conv_workspace_bytes(&self, problem: &conv_engine::ConvProblem) -> Result<usize> {
         match &self.rocm {
             None => Ok(self.cpu_conv.plan(problem)?.workspace_bytes()),

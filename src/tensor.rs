@@ -22,6 +22,18 @@ enum Storage {
     Rocm(RocmTensor),
 }
 
+/// An inference tensor on a [`Device`]: NCHW at the API, f32 / f16 / bf16 (and the integer
+/// types candle has on the CPU). Cheap to clone (the data is shared).
+///
+/// ```
+/// use rocm_vision::prelude::*;
+/// let device = Device::cpu();
+/// let x = Tensor::from_vec(vec![1f32, -2.0, 3.0, -4.0], &[1, 1, 2, 2], &device)?;
+/// let y = x.relu()?.affine(2.0, 1.0)?; // 2·max(x, 0) + 1
+/// assert_eq!(y.to_vec::<f32>()?, vec![3.0, 1.0, 7.0, 1.0]);
+/// assert_eq!((y.dims(), y.dtype()), (&[1, 1, 2, 2][..], DType::F32));
+/// # Ok::<(), rocm_vision::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Tensor {
     s: Storage,
@@ -45,6 +57,7 @@ macro_rules! on_device {
 }
 
 mod conv;
+mod conv_plan;
 mod elementwise;
 mod indexing;
 mod norm;
@@ -53,9 +66,19 @@ mod reduce;
 mod spatial;
 
 pub use conv::ConvEpilogue;
+pub use conv_plan::ConvPlanInfo;
 
 impl Tensor {
     /// Wraps a CPU candle tensor; for a ROCm `device` the data is uploaded.
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let t = candle_core::Tensor::new(&[[1f32, 2.0], [3.0, 4.0]], &candle_core::Device::Cpu)?;
+    /// let x = Tensor::from_candle(t, &Device::cpu())?;
+    /// assert_eq!(x.dims(), &[2, 2]);
+    /// assert_eq!(x.to_candle()?.to_vec2::<f32>()?, vec![vec![1.0, 2.0], vec![3.0, 4.0]]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn from_candle(t: candle_core::Tensor, device: &Device) -> Result<Tensor> {
         if !t.device().is_cpu() {
             return Err(Error::op(
@@ -94,6 +117,15 @@ impl Tensor {
         }
     }
 
+    /// A tensor of `shape` holding `data` (row-major); an error if the lengths differ.
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let x = Tensor::from_vec(vec![0.5f32; 6], &[2, 3], &Device::cpu())?;
+    /// assert_eq!(x.elem_count(), 6);
+    /// assert!(Tensor::from_vec(vec![0f32; 5], &[2, 3], &Device::cpu()).is_err());
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn from_vec<T: WithDType>(data: Vec<T>, shape: &[usize], device: &Device) -> Result<Tensor> {
         let n: usize = shape.iter().product();
         if data.len() != n {
@@ -111,6 +143,14 @@ impl Tensor {
         }
     }
 
+    /// `value` everywhere ([`Tensor::zeros`] and [`Tensor::ones`] are the usual cases).
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let x = Tensor::full(0.5, &[2, 2], DType::F16, &Device::cpu())?;
+    /// assert_eq!(x.to_vec::<f32>()?, vec![0.5; 4]);
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn full(value: f64, shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
         match device.rocm_context() {
             None => {
@@ -211,6 +251,13 @@ impl Tensor {
     }
 
     /// All elements, flattened, converted to `T`'s dtype, on the host.
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.5f32, 2.5], &[2], &Device::cpu())?.to_dtype(DType::BF16)?;
+    /// assert_eq!(x.to_vec::<f32>()?, vec![1.5, 2.5]);
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn to_vec<T: WithDType>(&self) -> Result<Vec<T>> {
         if let Storage::Rocm(r) = &self.s {
             // Converted and compacted on the device, then read straight into the vector: the
@@ -223,6 +270,14 @@ impl Tensor {
     }
 
     /// The same data on `device` (a copy unless it is already there).
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let (device, _) = Device::auto();
+    /// let x = Tensor::ones(&[4], DType::F32, &Device::cpu())?.to_device(&device)?;
+    /// assert_eq!(x.device(), &device);
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn to_device(&self, device: &Device) -> Result<Tensor> {
         if self.device == *device {
             return Ok(self.clone());

@@ -41,6 +41,30 @@ struct File {
 }
 
 /// A safetensors file opened for loading, viewed under a key prefix.
+///
+/// ```
+/// use rocm_vision::prelude::*;
+/// use std::collections::HashMap;
+/// # let dir = std::env::temp_dir().join(format!("rv-doc-{}-{}", std::process::id(), line!()));
+/// # std::fs::create_dir_all(&dir)?;
+/// # let path = dir.join("model.safetensors");
+/// // A file with one layer, `encoder.conv.weight` / `.bias` (written with candle here).
+/// let cpu = candle_core::Device::Cpu;
+/// let tensors = HashMap::from([
+///     ("encoder.conv.weight".to_string(), candle_core::Tensor::ones((8, 3, 3, 3), candle_core::DType::F32, &cpu)?),
+///     ("encoder.conv.bias".to_string(), candle_core::Tensor::zeros(8, candle_core::DType::F32, &cpu)?),
+/// ]);
+/// candle_core::safetensors::save(&tensors, &path)?;
+///
+/// let device = Device::cpu();
+/// let weights = Weights::open(&path, &device)?.with_dtype(DType::F16);
+/// let conv = Conv2d::load(&weights.pp("encoder.conv"), 3, 8, 3, Conv2dParams::default().with_padding(1))?;
+/// assert_eq!((conv.weight.dims(), conv.weight.dtype()), (&[8, 3, 3, 3][..], DType::F16));
+/// // A wrong shape names the tensor, what it has and what was expected.
+/// let e = weights.pp("encoder.conv").get("weight", &[8, 3, 1, 1]).unwrap_err().to_string();
+/// assert!(e.contains("\"encoder.conv.weight\" has shape [8, 3, 3, 3], expected [8, 3, 1, 1]"), "{e}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Weights {
     file: Arc<File>,

@@ -8,6 +8,8 @@ use conv_engine::{ConvError, CpuConv};
 use rocm_vision::{Algorithm, Budget, Conv2dParams, Device, Error, Tensor};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const THREADS: usize = 4;
 const TIME: Duration = Duration::from_secs(2);
 
@@ -116,13 +118,7 @@ fn one_armed_fault_fails_exactly_one_run() {
 
 #[test]
 fn one_rocm_device_from_several_threads() {
-    let device = match Device::rocm(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("SKIPPED one_rocm_device_from_several_threads: no ROCm device ({e})");
-            return;
-        }
-    };
+    let Some(device) = common::gpu() else { return };
     let alloc = device.rocm_device().unwrap().allocator();
     let (runs, took) = stress(&device);
     device.synchronize().unwrap();

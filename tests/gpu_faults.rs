@@ -7,6 +7,8 @@
 
 use rocm_vision::{Conv2dParams, Device, Error, RocmError, Tensor};
 
+mod common;
+
 fn run(device: &Device) -> Result<Vec<f32>, Error> {
     let x = Tensor::from_vec((0..2 * 8 * 20 * 20).map(|i| (i % 17) as f32 / 17.0).collect(), &[2, 8, 20, 20], device)?;
     let w = Tensor::from_vec((0..16 * 8 * 9).map(|i| (i % 5) as f32 / 5.0 - 0.4).collect(), &[16, 8, 3, 3], device)?;
@@ -21,15 +23,8 @@ fn run(device: &Device) -> Result<Vec<f32>, Error> {
 
 #[test]
 fn gpu_run_fails_cleanly_at_every_allocation() {
-    let device = match Device::rocm(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!(
-                "SKIPPED gpu_run_fails_cleanly_at_every_allocation: no ROCm device ({e}); the CPU tier covers the conv engine's hook"
-            );
-            return;
-        }
-    };
+    // Without a device, the CPU tier covers the conv engine's hook (examples-*/tests/faults.rs).
+    let Some(device) = common::gpu() else { return };
     let alloc = device.rocm_device().unwrap().allocator();
     let reference = run(&device).unwrap();
     let before = alloc.stats().allocations;

@@ -11,6 +11,7 @@ use crate::config::{NORM_EPS, VaeConfig};
 use crate::error::{Result, SdError};
 use crate::layout::{KeyLayout, KeyStyle};
 use crate::ops;
+use crate::precision::{self, PrecisionStats, SharedStats, all_finite};
 use rocm_vision::nn::{Conv2d, GroupNorm, Linear, SpatialAttention};
 use rocm_vision::{Conv2dParams, DType, Device, Tensor, Weights};
 
@@ -87,6 +88,29 @@ impl Resnet {
         };
         Ok(self.conv2.forward_fused(&h, Some(&skip), 1.0)?)
     }
+
+    /// The same block with its weights in `dtype` (copies).
+    fn to_dtype(&self, dtype: DType) -> Result<Resnet> {
+        Ok(Resnet {
+            norm1: precision::norm_in(&self.norm1, dtype)?,
+            conv1: precision::conv_in(&self.conv1, dtype)?,
+            norm2: precision::norm_in(&self.norm2, dtype)?,
+            conv2: precision::conv_in(&self.conv2, dtype)?,
+            shortcut: self.shortcut.as_ref().map(|c| precision::conv_in(c, dtype)).transpose()?,
+            shortcut_first: self.shortcut_first,
+        })
+    }
+}
+
+/// One block of the decoder, as the f16 overflow guard checks and reruns them.
+#[derive(Clone, Copy)]
+enum Block<'a> {
+    Conv(&'a Conv2d),
+    Resnet(&'a Resnet),
+    Attention(&'a SpatialAttention),
+    Upsample(&'a Conv2d),
+    /// norm_out + SiLU + conv_out.
+    Out,
 }
 
 #[derive(Clone, Debug)]
@@ -110,6 +134,9 @@ pub struct Decoder {
     up_blocks: Vec<UpBlock>,
     norm_out: GroupNorm,
     conv_out: Conv2d,
+    /// f16 only: check each block's output and recompute it in f32 when not finite.
+    overflow_guard: bool,
+    stats: SharedStats,
 }
 
 impl Decoder {
@@ -168,6 +195,8 @@ impl Decoder {
             up_blocks,
             norm_out,
             conv_out,
+            overflow_guard: true,
+            stats: SharedStats::default(),
         };
         d.set_scratch_caps(ScratchCaps::default());
         Ok(d)
@@ -178,6 +207,28 @@ impl Decoder {
         if let Some(a) = &mut self.attention {
             a.max_score_bytes = caps.attention_scores.max(1);
         }
+    }
+
+    /// In an f16 decode (on by default), checks each block's output for values past f16's
+    /// range and recomputes that block in f32 ([`crate::precision`]). Off: the plain f16
+    /// decode, which turns black (NaN) where activations overflow. No effect in f32/bf16.
+    pub fn set_overflow_guard(&mut self, on: bool) {
+        self.overflow_guard = on;
+    }
+
+    /// Whether this decode checks its blocks for f16 overflow (f16 and the guard on).
+    pub fn overflow_guard(&self) -> bool {
+        self.overflow_guard && self.dtype == DType::F16
+    }
+
+    /// What the f16 overflow guard did since the last [`Decoder::decode`] started (or the
+    /// last [`Decoder::reset_precision_stats`]): which blocks were recomputed in f32.
+    pub fn precision_stats(&self) -> PrecisionStats {
+        self.stats.get()
+    }
+
+    pub fn reset_precision_stats(&self) {
+        self.stats.reset();
     }
 
     pub fn config(&self) -> &VaeConfig {
@@ -232,7 +283,11 @@ impl Decoder {
     /// Decodes latents (as a diffusion model emits them; `[N, C, h, w]` or `[C, h, w]`)
     /// to images `[N, out_channels, 8h, 8w]` in f32, one batch item at a time (so the
     /// peak memory is one item's). Values are in about [-1, 1], unclamped.
+    ///
+    /// In f16, a block whose output overflows is recomputed in f32 (see
+    /// [`Decoder::set_overflow_guard`]; [`Decoder::precision_stats`] says which).
     pub fn decode(&self, latents: &Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
+        self.stats.reset();
         let z = self.unscale(latents)?;
         let n = z.dim(0)?;
         let mut images = Vec::with_capacity(n);
@@ -255,37 +310,99 @@ impl Decoder {
                 z.dims()
             )));
         }
-        let mut x = match &self.post_quant_conv {
-            Some(c) => {
-                let y = c.forward(&z)?;
-                observe("post_quant_conv", &y);
-                y
-            }
-            None => z,
-        };
-        x = self.conv_in.forward(&x)?;
+        // The dtype the activations are in: the decoder's, or f32 after an f16 overflow
+        // that outlived its block.
+        let mut state = self.dtype;
+        let mut x = z;
+        if let Some(c) = &self.post_quant_conv {
+            x = self.guarded("post_quant_conv", Block::Conv(c), x, &mut state)?;
+            observe("post_quant_conv", &x);
+        }
+        x = self.guarded("decoder.conv_in", Block::Conv(&self.conv_in), x, &mut state)?;
         observe("decoder.conv_in", &x);
-        x = self.mid_resnets[0].forward(x)?;
+        x = self.guarded("decoder.mid_block.resnets.0", Block::Resnet(&self.mid_resnets[0]), x, &mut state)?;
         observe("decoder.mid_block.resnets.0", &x);
         if let Some(a) = &self.attention {
-            x = a.forward(&x)?;
+            x = self.guarded("decoder.mid_block.attentions.0", Block::Attention(a), x, &mut state)?;
             observe("decoder.mid_block.attentions.0", &x);
         }
-        x = self.mid_resnets[1].forward(x)?;
+        x = self.guarded("decoder.mid_block.resnets.1", Block::Resnet(&self.mid_resnets[1]), x, &mut state)?;
         observe("decoder.mid_block", &x);
         for (i, block) in self.up_blocks.iter().enumerate() {
-            for r in &block.resnets {
-                x = r.forward(x)?;
+            for (j, r) in block.resnets.iter().enumerate() {
+                x = self.guarded(&format!("decoder.up_blocks.{i}.resnets.{j}"), Block::Resnet(r), x, &mut state)?;
             }
             if let Some(up) = &block.upsampler {
-                x = ops::upsample2x_conv3x3(&x, up, self.caps.upsample_band)?;
+                x = self.guarded(&format!("decoder.up_blocks.{i}.upsamplers.0"), Block::Upsample(up), x, &mut state)?;
             }
             observe(&format!("decoder.up_blocks.{i}"), &x);
         }
-        x = self.norm_out.forward_silu(&x)?;
-        x = self.conv_out.forward(&x)?;
+        x = self.guarded("decoder.conv_out", Block::Out, x, &mut state)?;
         observe("decoder.conv_out", &x);
         Ok(x)
+    }
+
+    /// Runs `block` on `x` with activations and weights in `dtype` (weights converted for
+    /// this call when they are stored in another dtype).
+    fn run_block(&self, block: Block<'_>, x: Tensor, dtype: DType) -> Result<Tensor> {
+        let conv = |c: &Conv2d| precision::conv_in(c, dtype);
+        let same = dtype == self.dtype;
+        Ok(match block {
+            Block::Conv(c) if same => c.forward(&x)?,
+            Block::Conv(c) => conv(c)?.forward(&x)?,
+            Block::Resnet(r) if same => r.forward(x)?,
+            Block::Resnet(r) => r.to_dtype(dtype)?.forward(x)?,
+            Block::Attention(a) if same => a.forward(&x)?,
+            Block::Attention(a) => precision::attention_in(a, dtype)?.forward(&x)?,
+            Block::Upsample(c) if same => ops::upsample2x_conv3x3(&x, c, self.caps.upsample_band)?,
+            Block::Upsample(c) => ops::upsample2x_conv3x3(&x, &conv(c)?, self.caps.upsample_band)?,
+            Block::Out if same => self.conv_out.forward(&self.norm_out.forward_silu(&x)?)?,
+            Block::Out => {
+                conv(&self.conv_out)?.forward(&precision::norm_in(&self.norm_out, dtype)?.forward_silu(&x)?)?
+            }
+        })
+    }
+
+    /// Runs one block: plainly, or in an f16 decode with the overflow guard, checked and
+    /// recomputed in f32 from its input when its output is not finite. `state` is the
+    /// activations' dtype, f32 while values past f16's range are alive.
+    fn guarded(&self, name: &str, block: Block<'_>, x: Tensor, state: &mut DType) -> Result<Tensor> {
+        if !self.overflow_guard() {
+            return self.run_block(block, x, self.dtype);
+        }
+        self.stats.update(|s| s.checked_blocks += 1);
+        if *state == DType::F32 {
+            self.stats.update(|s| s.continued_in_f32.push(name.to_string()));
+            let y = self.run_block(block, x, DType::F32)?;
+            return self.back_to_half(y, state);
+        }
+        // Kept for a rerun; a clone shares the data (the input stays alive to the end of
+        // the block, which the memory plan counts).
+        let input = x.clone();
+        let y = self.run_block(block, x, self.dtype)?;
+        if all_finite(&y)? {
+            return Ok(y);
+        }
+        drop(y);
+        tracing::warn!(block = name, "f16 overflow (inf/NaN) in {name}: recomputing it in f32");
+        self.stats.update(|s| s.recomputed_in_f32.push(name.to_string()));
+        let x32 = input.to_dtype(DType::F32)?;
+        drop(input);
+        let y = self.run_block(block, x32, DType::F32)?;
+        self.back_to_half(y, state)
+    }
+
+    /// An f32 block output back in f16 when every value fits; else it stays f32 and the
+    /// next block runs in f32 too.
+    fn back_to_half(&self, y: Tensor, state: &mut DType) -> Result<Tensor> {
+        let h = y.to_dtype(self.dtype)?;
+        if all_finite(&h)? {
+            *state = self.dtype;
+            Ok(h)
+        } else {
+            *state = DType::F32;
+            Ok(y)
+        }
     }
 }
 

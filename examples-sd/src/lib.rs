@@ -23,6 +23,8 @@ pub mod layout;
 pub mod memory;
 pub mod npy;
 pub mod ops;
+pub mod plan;
+pub mod precision;
 pub mod tiled;
 
 pub use config::{Model, NORM_EPS, VaeConfig};
@@ -30,4 +32,6 @@ pub use decoder::{Decoder, ScratchCaps};
 pub use error::{Result, SdError};
 pub use layout::{KeyLayout, KeyStyle};
 pub use memory::{MemoryPlan, peak_rss_bytes};
+pub use plan::{DecodePlan, StageMemory};
+pub use precision::PrecisionStats;
 pub use tiled::{TileSpec, decode_tiled};

@@ -144,6 +144,7 @@ pub fn decode_tiled(
     observe: &mut dyn FnMut(&str, &Tensor),
     on_tile: &mut dyn FnMut(usize, usize),
 ) -> Result<Tensor> {
+    decoder.reset_precision_stats();
     let z = decoder.unscale(latents)?;
     let scale = decoder.config().upscale();
     let mut images = Vec::new();

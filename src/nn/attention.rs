@@ -10,6 +10,33 @@ use crate::weights::Weights;
 /// Queries are processed in chunks so that the `chunk × H·W` score matrix stays within
 /// `max_score_bytes` (f32): a 128² latent has 16384 pixels, and its full score matrix
 /// would be 1 GiB.
+///
+/// ```
+/// use rocm_vision::prelude::*;
+/// let device = Device::cpu();
+/// let c = 8;
+/// let lin = |seed| -> rocm_vision::Result<Linear> {
+///     Ok(Linear::new(Tensor::rand_normal(&[c, c], (0.0, 0.3), seed, 0, DType::F32, &device)?, None))
+/// };
+/// let attention = SpatialAttention {
+///     norm: GroupNorm {
+///         groups: 2,
+///         weight: Tensor::ones(&[c], DType::F32, &device)?,
+///         bias: Tensor::zeros(&[c], DType::F32, &device)?,
+///         eps: 1e-6,
+///     },
+///     q: lin(1)?,
+///     k: lin(2)?,
+///     v: lin(3)?,
+///     // A zero output projection: the block is the identity (x + 0).
+///     out: Linear::new(Tensor::zeros(&[c, c], DType::F32, &device)?, None),
+///     // Tiny chunks: 4 queries at a time (the result does not depend on it).
+///     max_score_bytes: 4 * 4 * 36,
+/// };
+/// let x = Tensor::rand_normal(&[1, c, 6, 6], (0.0, 1.0), 4, 0, DType::F32, &device)?;
+/// assert_eq!(attention.forward(&x)?.to_vec::<f32>()?, x.to_vec::<f32>()?);
+/// # Ok::<(), rocm_vision::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct SpatialAttention {
     pub norm: GroupNorm,
@@ -24,7 +51,9 @@ impl SpatialAttention {
     /// Default cap of the score matrix per query chunk.
     pub const DEFAULT_MAX_SCORE_BYTES: usize = 64 << 20;
 
-    /// Loads diffusers' key layout: `group_norm`, `to_q`, `to_k`, `to_v`, `to_out.0`.
+    /// Loads diffusers' key layout: `group_norm`, `to_q`, `to_k`, `to_v`, `to_out.0`
+    /// (see [`Weights`] for opening a file and [`Weights::pp`] for the block's prefix,
+    /// e.g. `decoder.mid_block.attentions.0`).
     pub fn load(w: &Weights, channels: usize, groups: usize, eps: f64) -> Result<Self> {
         Ok(SpatialAttention {
             norm: GroupNorm::load(&w.pp("group_norm"), groups, channels, eps)?,

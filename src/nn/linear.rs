@@ -3,6 +3,16 @@ use crate::tensor::Tensor;
 use crate::weights::Weights;
 
 /// `y = x · Wᵀ + b` over the last dimension: `weight` `[out, in]`, optional `bias` `[out]`.
+///
+/// ```
+/// use rocm_vision::prelude::*;
+/// let device = Device::cpu();
+/// let w = Tensor::from_vec(vec![1f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], &device)?;
+/// let lin = Linear::new(w, Some(Tensor::from_vec(vec![0.5f32, -0.5], &[2], &device)?));
+/// let y = lin.forward(&Tensor::from_vec(vec![1f32, 1.0, 1.0], &[1, 3], &device)?)?;
+/// assert_eq!(y.to_vec::<f32>()?, vec![6.5, 14.5]);
+/// # Ok::<(), rocm_vision::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Linear {
     pub weight: Tensor,

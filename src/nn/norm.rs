@@ -4,6 +4,26 @@ use crate::weights::Weights;
 
 /// Group normalisation with per-channel affine parameters, optionally followed by SiLU
 /// (the pairing every VAE resnet uses).
+///
+/// ```
+/// use rocm_vision::prelude::*;
+/// let device = Device::cpu();
+/// let norm = GroupNorm {
+///     groups: 1,
+///     weight: Tensor::ones(&[2], DType::F32, &device)?,
+///     bias: Tensor::zeros(&[2], DType::F32, &device)?,
+///     eps: 0.0,
+/// };
+/// // One group over both channels: mean 2.5, variance 1.25.
+/// let x = Tensor::from_vec(vec![1f32, 2.0, 3.0, 4.0], &[1, 2, 1, 2], &device)?;
+/// let y = norm.forward(&x)?.to_vec::<f32>()?;
+/// let expected = [-1.5f32, -0.5, 0.5, 1.5].map(|d| d / 1.25f32.sqrt());
+/// assert!(y.iter().zip(expected).all(|(a, b)| (a - b).abs() < 1e-5));
+/// // And with the SiLU after it, in the same pass.
+/// let s = norm.forward_silu(&x)?.to_vec::<f32>()?;
+/// assert!((s[3] - expected[3] / (1.0 + (-expected[3]).exp())).abs() < 1e-5);
+/// # Ok::<(), rocm_vision::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct GroupNorm {
     pub groups: usize,

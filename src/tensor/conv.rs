@@ -72,6 +72,18 @@ impl Tensor {
     /// bias) + residual) · scale`, on either device (a residual must have the output's
     /// shape and dtype). A LeakyReLU after a conv, or a resnet's residual add, then costs
     /// no second pass over memory.
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let device = Device::cpu();
+    /// let x = Tensor::full(-1.0, &[1, 1, 3, 3], DType::F32, &device)?;
+    /// let w = Tensor::ones(&[1, 1, 1, 1], DType::F32, &device)?;
+    /// let skip = Tensor::ones(&[1, 1, 3, 3], DType::F32, &device)?;
+    /// let ep = ConvEpilogue { activation: Activation::LeakyRelu(0.5), residual: Some(&skip), scale: 2.0 };
+    /// let y = x.conv2d_fused(&w, None, &Conv2dParams::default(), &ep)?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![1.0; 9]); // (leaky(-1) + 1) · 2
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn conv2d_fused(
         &self,
         weight: &Tensor,
@@ -101,14 +113,55 @@ impl Tensor {
         self.conv(weight, bias, p, "conv_transpose2d", epilogue)
     }
 
+    /// 2-D convolution of `[N, C, H, W]` by `[K, C/groups, R, S]` weights (PyTorch's
+    /// `F.conv2d`), with the algorithm the device's dispatcher picks within its budget
+    /// ([`Tensor::conv2d_with_plan`] says which).
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let device = Device::cpu();
+    /// let x = Tensor::ones(&[1, 2, 5, 5], DType::F32, &device)?;
+    /// let w = Tensor::ones(&[3, 2, 3, 3], DType::F32, &device)?;
+    /// let b = Tensor::from_vec(vec![0f32, 1.0, 2.0], &[3], &device)?;
+    /// let y = x.conv2d(&w, Some(&b), &Conv2dParams::default().with_stride(2))?;
+    /// assert_eq!(y.dims(), &[1, 3, 2, 2]);
+    /// assert_eq!(y.to_vec::<f32>()?[4], 19.0); // 2 channels × 9 taps + bias 1
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv2dParams) -> Result<Tensor> {
         self.conv2d_fused(weight, bias, params, &ConvEpilogue::default())
     }
 
+    /// 2-D transposed convolution of `[N, C, H, W]` by `[C, K/groups, R, S]` weights
+    /// (PyTorch's `F.conv_transpose2d`).
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let device = Device::cpu();
+    /// let x = Tensor::ones(&[1, 1, 2, 2], DType::F32, &device)?;
+    /// let w = Tensor::ones(&[1, 1, 2, 2], DType::F32, &device)?;
+    /// // Stride 2 with a 2x2 kernel: each input pixel becomes a 2x2 block.
+    /// let y = x.conv_transpose2d(&w, None, &Conv2dParams::default().with_stride(2))?;
+    /// assert_eq!(y.dims(), &[1, 1, 4, 4]);
+    /// assert_eq!(y.to_vec::<f32>()?, vec![1.0; 16]);
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn conv_transpose2d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv2dParams) -> Result<Tensor> {
         self.conv_transpose2d_fused(weight, bias, params, &ConvEpilogue::default())
     }
 
+    /// 1-D convolution of `[N, C, L]` by `[K, C/groups, S]` weights.
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let device = Device::cpu();
+    /// let x = Tensor::from_vec(vec![1f32, 2.0, 3.0, 4.0], &[1, 1, 4], &device)?;
+    /// let w = Tensor::from_vec(vec![1f32, 1.0], &[1, 1, 2], &device)?;
+    /// // Causal: pad one on the left only.
+    /// let y = x.conv1d(&w, None, &Conv1dParams::default().with_padding_lr(1, 0))?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![1.0, 3.0, 5.0, 7.0]);
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
     pub fn conv1d(&self, weight: &Tensor, bias: Option<&Tensor>, params: &Conv1dParams) -> Result<Tensor> {
         let p = conv_engine::ConvProblem::conv1d(self.dims(), weight.dims(), self.dtype(), weight.dtype(), params)?;
         self.conv(weight, bias, p, "conv1d", &ConvEpilogue::default())

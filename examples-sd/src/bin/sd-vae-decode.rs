@@ -25,14 +25,23 @@ use std::time::Instant;
 struct Args {
     /// VAE weights (.safetensors): diffusers or original (CompVis/ldm, BFL) key layout,
     /// optionally under a `first_stage_model.` or `vae.` prefix (a full SD checkpoint works).
-    #[arg(long)]
-    vae: PathBuf,
+    #[arg(long, required_unless_present = "plan")]
+    vae: Option<PathBuf>,
     /// Latents: .safetensors or .npy, shape [N, C, h, w] or [C, h, w].
-    #[arg(long)]
-    latents: PathBuf,
+    #[arg(long, required_unless_present = "plan")]
+    latents: Option<PathBuf>,
     /// Output PNG (for a batch: OUT_0.png, OUT_1.png, …).
+    #[arg(long, required_unless_present = "plan")]
+    out: Option<PathBuf>,
+    /// Print the memory plan and exit without decoding (nor reading the weights): the
+    /// peak bytes the decode will use on the device (weights, activations, conv workspace,
+    /// from the dispatcher's own decisions) and whether it fits --vram-budget exactly or
+    /// needs --tiled. The image size comes from --size, else from --latents.
     #[arg(long)]
-    out: PathBuf,
+    plan: bool,
+    /// Image size WIDTHxHEIGHT in pixels for --plan (e.g. 1024x1024).
+    #[arg(long, requires = "plan", value_name = "WxH")]
+    size: Option<String>,
     /// Model preset (architecture and latent scaling): sd (1.x/2.x), sdxl, sd3, flux.
     /// Required unless --config is given.
     #[arg(long)]
@@ -206,14 +215,42 @@ impl Progress {
     }
 }
 
+/// `--plan`: the memory plan of the decode, on stdout, without decoding.
+fn run_plan(args: &Args, config: &VaeConfig, dtype: DType, device: &Device, budget: Option<usize>) -> Result<()> {
+    let up = config.upscale();
+    let (width, height) = match (&args.size, &args.latents) {
+        (Some(s), _) => {
+            let (w, h) = s
+                .trim()
+                .split_once(['x', 'X'])
+                .and_then(|(w, h)| Some((w.trim().parse::<usize>().ok()?, h.trim().parse::<usize>().ok()?)))
+                .ok_or_else(|| usage(format!("--size {s:?}: expected WIDTHxHEIGHT in pixels, e.g. 1024x1024")))?;
+            (w, h)
+        }
+        (None, Some(path)) => {
+            let latents = load_latents(path, args.latent_key.as_deref(), &Device::cpu())?;
+            let l = examples_sd::decoder::check_latent_shape(&latents, config.latent_channels)?;
+            (l.dims()[3] * up, l.dims()[2] * up)
+        }
+        (None, None) => return Err(usage("--plan needs the image size: --size WIDTHxHEIGHT or --latents")),
+    };
+    let device = match (device.kind(), budget) {
+        (DeviceKind::Rocm(i), Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
+        _ => device.clone(),
+    };
+    let plan = Decoder::plan(config, &device, (width, height), dtype, budget).map_err(|e| match e {
+        examples_sd::SdError::Latents(m) => usage(m),
+        e => e.into(),
+    })?;
+    println!("{plan}");
+    Ok(())
+}
+
 fn run(args: Args) -> Result<()> {
     let t0 = Instant::now();
     // Before anything is written: Ctrl-C / SIGTERM remove partial files and say what was done.
     cli_support::partial::install_signal_handler("sd-vae-decode")?;
     let dtype = parse_dtype(&args.dtype)?;
-    if !args.out.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("png")) {
-        return Err(usage(format!("{}: the output must be a .png file", args.out.display())));
-    }
     let config = match (&args.config, &args.model) {
         (Some(path), _) => VaeConfig::from_diffusers_json(path)?,
         (None, Some(m)) => m.parse::<Model>().map_err(usage)?.config(),
@@ -240,23 +277,34 @@ fn run(args: Args) -> Result<()> {
         }
         None => None,
     };
+    if args.plan {
+        return run_plan(&args, &config, dtype, &probe, budget);
+    }
+    let (vae, latents_path, out) = (
+        args.vae.clone().expect("clap requires --vae without --plan"),
+        args.latents.clone().expect("clap requires --latents without --plan"),
+        args.out.clone().expect("clap requires --out without --plan"),
+    );
+    if !out.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+        return Err(usage(format!("{}: the output must be a .png file", out.display())));
+    }
 
-    let latents = load_latents(&args.latents, args.latent_key.as_deref(), &probe)?;
+    let latents = load_latents(&latents_path, args.latent_key.as_deref(), &probe)?;
     let latents = examples_sd::decoder::check_latent_shape(&latents, config.latent_channels).with_context(|| {
-        format!("{} for --model/--config with {} latent channels", args.latents.display(), config.latent_channels)
+        format!("{} for --model/--config with {} latent channels", latents_path.display(), config.latent_channels)
     })?;
     let bad = latents.to_vec::<f32>()?.iter().filter(|v| !v.is_finite()).count();
     if bad > 0 {
         let what =
-            format!("{}: {bad} of {} latent values are NaN or infinite", args.latents.display(), latents.elem_count());
+            format!("{}: {bad} of {} latent values are NaN or infinite", latents_path.display(), latents.elem_count());
         if !args.allow_nonfinite {
             bail!("{what}; the decode would be black or meaningless (--allow-nonfinite decodes them anyway)");
         }
         eprintln!("warning: {what}; decoding them anyway (--allow-nonfinite)");
     }
     let (n, h, w) = (latents.dims()[0], latents.dims()[2], latents.dims()[3]);
-    let outs = output_paths(&args.out, n);
-    let mut inputs = vec![args.vae.as_path(), args.latents.as_path()];
+    let outs = output_paths(&out, n);
+    let mut inputs = vec![vae.as_path(), latents_path.as_path()];
     inputs.extend(args.config.as_deref());
     check_not_inputs(&outs, &inputs)?;
     check_outputs(&outs, args.force)?;
@@ -294,7 +342,7 @@ fn run(args: Args) -> Result<()> {
     };
     // The first run on a machine compiles the GPU kernels (in parallel; said on stderr).
     device.warm_kernels_verbose()?;
-    let weights = Weights::open(&args.vae, &device)?;
+    let weights = Weights::open(&vae, &device)?;
     let mut decoder = Decoder::load(&weights, &config, dtype)?;
     // The decoder holds its own copies: unmapping the file keeps its pages (the weights'
     // size again) out of the resident set while decoding.
@@ -303,7 +351,7 @@ fn run(args: Args) -> Result<()> {
     let latents = latents.to_device(&device)?;
     eprintln!(
         "{}: {} on {device}, {dtype:?}; latents {:?} → {}x{}{}; budget {}",
-        args.vae.display(),
+        vae.display(),
         decoder.layout(),
         latents.dims(),
         h * config.upscale(),
@@ -352,6 +400,10 @@ fn run(args: Args) -> Result<()> {
         images = Some(decoded);
     }
     progress.finish();
+    // An f16 decode that overflowed says where it recomputed in f32 (the image is right).
+    if let Some(line) = decoder.precision_stats().summary() {
+        eprintln!("note: {line}");
+    }
     let images = images.expect("at least one decode");
     let decode_s = if repeat > 1 {
         let mut warm = decode_times[1..].to_vec();

@@ -18,7 +18,11 @@ pub fn config(model: &str) -> VaeConfig {
 }
 
 pub fn load_decoder(model: &str, weights_file: &Path, dtype: DType) -> Decoder {
-    let w = Weights::open(weights_file, &Device::cpu()).expect("fixture weights");
+    load_decoder_on(model, weights_file, dtype, &Device::cpu())
+}
+
+pub fn load_decoder_on(model: &str, weights_file: &Path, dtype: DType, device: &Device) -> Decoder {
+    let w = Weights::open(weights_file, device).expect("fixture weights");
     Decoder::load(&w, &config(model), dtype).unwrap_or_else(|e| panic!("{}: {e}", weights_file.display()))
 }
 

@@ -1,0 +1,143 @@
+//! `Decoder::plan` against what the decode really allocates: on the CPU the heap's peak
+//! (a counting global allocator) while decoding, on ROCm the allocator's peak of live
+//! bytes. Within 5% at each size and dtype.
+
+mod common;
+
+use common::*;
+use conv_engine::testing::CountingAlloc;
+use examples_sd::{DecodePlan, Decoder};
+use rocm_vision::{DType, Device, Tensor, format_bytes};
+use std::sync::Mutex;
+
+#[global_allocator]
+static HEAP: CountingAlloc = CountingAlloc::new();
+
+/// The allocator counts every thread: one measurement at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// `(plan, measured decode peak, live bytes at each stage the decoder reports)`. With a
+/// budget, the decode runs as `sd-vae-decode --vram-budget` runs it: the plan's scratch
+/// caps, and on the CPU its conv workspace cap.
+fn plan_and_measure(
+    device: &Device,
+    dtype: DType,
+    latent: usize,
+    budget: Option<usize>,
+) -> (DecodePlan, usize, Vec<(String, usize)>) {
+    let config = config("sd");
+    let up = config.upscale();
+    let plan = Decoder::plan(&config, device, (latent * up, latent * up), dtype, budget).expect("plan");
+    let device = &match (device.is_cpu(), plan.conv_workspace, budget) {
+        (true, Some(ws), Some(_)) => Device::cpu_with_budget(rocm_vision::Budget::bytes(ws)),
+        _ => device.clone(),
+    };
+    let mut dec = load_decoder_on("sd", &fixture("sd_vae_diffusers.safetensors"), dtype, device);
+    dec.set_scratch_caps(plan.caps);
+    let latents = Tensor::rand_normal(&[1, 4, latent, latent], (0.0, 1.0), 11, 0, DType::F32, device).unwrap();
+    // The first decode warms up what is made once (thread pools, plan caches).
+    dec.decode(&latents, &mut |_, _| {}).unwrap();
+    let measured = match device.rocm_device() {
+        None => {
+            let base = HEAP.current();
+            let mut stages = Vec::new();
+            let (img, peak) = HEAP.peak_during(|| {
+                dec.decode(&latents, &mut |name, _| stages.push((name.to_string(), HEAP.current() - base))).unwrap()
+            });
+            assert!(!img.to_vec::<f32>().unwrap().iter().any(|v| !v.is_finite()));
+            (peak, stages)
+        }
+        Some(rocm) => {
+            device.synchronize().unwrap();
+            let base = rocm.allocator().stats().live;
+            rocm.allocator().reset_peaks();
+            let img = dec.decode(&latents, &mut |_, _| {}).unwrap();
+            device.synchronize().unwrap();
+            drop(img);
+            (rocm.allocator().stats().peak_live - base, vec![])
+        }
+    };
+    (plan, measured.0, measured.1)
+}
+
+fn check(device: &Device, dtype: DType, latent: usize, budget: Option<usize>) -> DecodePlan {
+    let (plan, measured, stages) = plan_and_measure(device, dtype, latent, budget);
+    let ratio = plan.decode_peak as f64 / measured as f64;
+    println!(
+        "{dtype:?} {}x{}{}: plan {} (at {}), measured {}, plan/measured {ratio:.4}",
+        plan.width,
+        plan.height,
+        budget.map_or(String::new(), |b| format!(" budget {}", format_bytes(b))),
+        format_bytes(plan.decode_peak),
+        plan.peak_at,
+        format_bytes(measured),
+    );
+    let report = || {
+        let mut s = String::from("plan per stage (peak / live after):\n");
+        for st in &plan.stages {
+            s += &format!("  {}: {} / {}\n", st.name, st.peak, st.live_after);
+        }
+        s += "measured live at the decoder's stage reports:\n";
+        for (name, live) in &stages {
+            s += &format!("  {name}: {live}\n");
+        }
+        s
+    };
+    assert!((ratio - 1.0).abs() <= 0.05, "{dtype:?} latent {latent}: plan/measured {ratio:.4}\n{}", report());
+    assert_eq!(plan.peak, plan.weights + plan.engine_scratch + plan.decode_peak);
+    plan
+}
+
+#[test]
+fn cpu_plan_matches_the_measured_heap_peak() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Device::cpu();
+    for dtype in [DType::F32, DType::F16] {
+        for latent in [16, 32, 64] {
+            let plan = check(&device, dtype, latent, None);
+            assert!(plan.fits && plan.budget.is_none(), "{plan}");
+        }
+    }
+}
+
+/// With a budget: tight scratch caps (attention in query chunks, the upsamplers in bands)
+/// and a conv workspace cap, as the CLI runs it; the plan still matches, says it fits, and
+/// a budget below the peak says it does not and which tiles would.
+#[test]
+fn cpu_plan_with_a_budget_matches_and_says_whether_it_fits() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Device::cpu();
+    let config = config("sd");
+    for dtype in [DType::F32, DType::F16] {
+        let free = Decoder::plan(&config, &device, (512, 512), dtype, None).unwrap();
+        // Room for the estimate's minimum scratch: small caps, banded upsamplers.
+        let budget = free.weights + free.decode_peak / 2 + (16 << 20);
+        let plan = check(&device, dtype, 64, Some(budget));
+        assert!(plan.fits && plan.peak <= budget, "{plan}");
+        assert!(plan.caps.attention_scores < free.caps.attention_scores, "{:?}", plan.caps);
+        assert!(plan.to_string().contains("fits the budget"), "{plan}");
+        // Below the peak: not exact; the tile a --tiled decode would take.
+        let tight = Decoder::plan(&config, &device, (512, 512), dtype, Some(plan.weights + (17 << 20))).unwrap();
+        assert!(!tight.fits, "{tight}");
+        let t = tight.tiled.expect("a tile that fits");
+        assert!(t.tile < 64, "{t:?}");
+        assert!(tight.to_string().contains("needs --tiled"), "{tight}");
+    }
+    let e = Decoder::plan(&config, &device, (500, 512), DType::F32, None).unwrap_err().to_string();
+    assert!(e.contains("500x512") && e.contains("multiple of 8"), "{e}");
+}
+
+/// The same on a ROCm GPU (GPU tier); without one it says so and checks nothing.
+#[test]
+fn gpu_plan_matches_the_allocator_peak() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let device = match Device::rocm(0) {
+        Ok(d) => d,
+        Err(e) => return skipped(format!("no ROCm device ({e})")),
+    };
+    for dtype in [DType::F32, DType::F16] {
+        for latent in [64, 128, 256] {
+            check(&device, dtype, latent, None);
+        }
+    }
+}
