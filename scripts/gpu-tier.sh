@@ -29,7 +29,8 @@ tail -3 "$out/hoc-test.log"
 
 # gpu_parity writes the op x dtype parity table (issue 8) to $out/parity.md.
 export ROCM_PATH=$lib ROCM_VISION_REQUIRE_GPU=1 ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache RUST_BACKTRACE=1 \
-    ROCM_VISION_PARITY_TABLE=$out/parity.md REALCUGAN_MODELS=$repo/.device-carry/apps/models
+    ROCM_VISION_PARITY_TABLE=$out/parity.md REALCUGAN_MODELS=$repo/.device-carry/apps/models \
+    SD_FIXTURES=$repo/examples-sd/fixtures
 # Every kernel module compiled once, in parallel, before the tests (they would compile each
 # on first use, one after another): rocm-vision-info from the apps payload, when staged.
 if [[ -f .device-carry/apps/bin/rocm-vision-info.xz ]]; then

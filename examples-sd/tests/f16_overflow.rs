@@ -37,7 +37,11 @@ fn scaled(block: &str, layers: [&str; 2]) -> Vec<(String, f64)> {
 }
 
 fn decoder(weights: &PathBuf, dtype: DType, guard: bool) -> Decoder {
-    let mut d = load_decoder("sd", weights, dtype);
+    decoder_on(weights, dtype, guard, &Device::cpu())
+}
+
+fn decoder_on(weights: &PathBuf, dtype: DType, guard: bool, device: &Device) -> Decoder {
+    let mut d = common::load_decoder_on("sd", weights, dtype, device);
     d.set_overflow_guard(guard);
     d
 }
@@ -55,7 +59,12 @@ fn latents() -> Tensor {
 /// Decodes `weights` in f32, in f16 without the guard (must overflow) and with it (must
 /// not, and must match f32 within 2 levels); returns the guarded decoder's stats.
 fn check_overflow_case(weights: &PathBuf) -> examples_sd::PrecisionStats {
-    let z = latents();
+    check_overflow_case_on(weights, &Device::cpu())
+}
+
+fn check_overflow_case_on(weights: &PathBuf, device: &Device) -> examples_sd::PrecisionStats {
+    let z = latents().to_device(device).unwrap();
+    let decoder = |w: &PathBuf, dtype, guard| decoder_on(w, dtype, guard, device);
     let reference = levels(&decoder(weights, DType::F32, true).decode(&z, &mut |_, _| {}).unwrap());
     let raw = decoder(weights, DType::F16, false).decode(&z, &mut |_, _| {}).unwrap();
     let nan = raw.to_vec::<f32>().unwrap().iter().filter(|v| !v.is_finite()).count();
@@ -112,4 +121,26 @@ fn without_overflow_the_f16_decode_is_unchanged() {
     let s = guarded.precision_stats();
     assert!(s.recomputed_in_f32.is_empty() && s.summary().is_none(), "{s:?}");
     assert!(s.checked_blocks > 0);
+}
+
+/// Both overflow cases on a ROCm GPU (GPU tier): the guard's finiteness check runs on the
+/// device. Without one it says so and checks nothing.
+#[test]
+fn gpu_overflows_are_recomputed_in_f32() {
+    let device = match Device::rocm(0) {
+        Ok(d) => d,
+        Err(e) => {
+            assert!(
+                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
+                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
+            );
+            return common::skipped(format!("no ROCm device ({e})"));
+        }
+    };
+    let w = scaled_weights("gpu-inside", &scaled("decoder.up_blocks.1.resnets.0", ["norm1", "conv1"]));
+    let stats = check_overflow_case_on(&w, &device);
+    assert_eq!(stats.recomputed_in_f32, vec!["decoder.up_blocks.1.resnets.0".to_string()]);
+    let w = scaled_weights("gpu-outlives", &scaled("decoder.up_blocks.2.resnets.1", ["norm2", "conv2"]));
+    let stats = check_overflow_case_on(&w, &device);
+    assert!(stats.continued_in_f32.contains(&"decoder.up_blocks.3.resnets.0".to_string()), "{stats:?}");
 }

@@ -133,7 +133,13 @@ fn gpu_plan_matches_the_allocator_peak() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let device = match Device::rocm(0) {
         Ok(d) => d,
-        Err(e) => return skipped(format!("no ROCm device ({e})")),
+        Err(e) => {
+            assert!(
+                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
+                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
+            );
+            return skipped(format!("no ROCm device ({e})"));
+        }
     };
     for dtype in [DType::F32, DType::F16] {
         for latent in [64, 128, 256] {

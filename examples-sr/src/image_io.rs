@@ -169,9 +169,12 @@ pub fn load(path: &Path) -> Result<Image, Error> {
 /// [`load`] of a file's bytes already in memory; `path` names it in errors.
 pub fn decode(bytes: &[u8], path: &Path) -> Result<Image, Error> {
     let bad = |msg: String| Error::Image { path: path.to_path_buf(), msg };
-    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
-        .with_guessed_format()
-        .map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes));
+    // The extension's format, unless the content says otherwise (as ImageReader::open).
+    if let Ok(format) = image::ImageFormat::from_path(path) {
+        reader.set_format(format);
+    }
+    let mut reader = reader.with_guessed_format().map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
     // No allocation beyond what the file's length justifies (crate::decode_limits).
     reader.limits(crate::decode_limits::limits(bytes.len() as u64));
     if reader.format().is_none() {

@@ -8,8 +8,13 @@ use rocm_vision::{DType, Device, Tensor, Weights};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// `examples-sd/fixtures/NAME`; `SD_FIXTURES` names the folder where the test binary runs
+/// away from its build tree (the GPU tier: scripts/gpu-tier.sh sets it).
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    match std::env::var_os("SD_FIXTURES") {
+        Some(dir) => PathBuf::from(dir).join(name),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name),
+    }
 }
 
 /// `sd` or `flux`: the reduced configuration the fixtures were made with.
