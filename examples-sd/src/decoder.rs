@@ -310,36 +310,93 @@ impl Decoder {
                 z.dims()
             )));
         }
+        if !self.overflow_guard() {
+            return self
+                .pass(z, None, observe)?
+                .map_err(|_| SdError::Internal("a pass without checks overflowed".into()));
+        }
+        // The f16 overflow guard. An inf or NaN never disappears on its way through the
+        // decoder (norms, convolutions, SiLU, attention and additions all carry it), so
+        // the image alone says whether anything overflowed: the first pass is the plain
+        // f16 decode plus one check of its (3-channel) output. Only when that fails are
+        // the blocks checked one by one, and each block found overflowing is added to the
+        // set run in f32 and the decode restarted from the latents (kept: they are small).
+        // No block input is kept alive for a rerun, so the normal path's memory and
+        // in-place reuse are exactly the unguarded decode's.
+        let y = self.pass(z.clone(), None, observe)?.map_err(|_| SdError::Internal("unchecked pass".into()))?;
+        self.stats.update(|s| s.checked_blocks = 1);
+        if all_finite(&y)? {
+            return Ok(y);
+        }
+        drop(y);
+        let mut in_f32: Vec<String> = Vec::new();
+        loop {
+            self.stats.update(|s| {
+                s.checked_blocks = 0;
+                s.continued_in_f32.clear();
+            });
+            match self.pass(z.clone(), Some(&in_f32), observe)? {
+                Ok(y) => return Ok(y),
+                Err(block) => {
+                    tracing::warn!(block = block.as_str(), "f16 overflow (inf/NaN) in {block}: recomputing it in f32");
+                    if in_f32.contains(&block) {
+                        return Err(SdError::Internal(format!("{block} overflowed again in f32")));
+                    }
+                    in_f32.push(block.clone());
+                    self.stats.update(|s| s.recomputed_in_f32.push(block));
+                }
+            }
+        }
+    }
+
+    /// One pass over the network: without checks (`in_f32` is `None`), or checking every
+    /// block's output with the blocks named in `in_f32` run in f32; `Ok(Err(block))` names
+    /// the first block whose f16 output was not finite.
+    fn pass(
+        &self,
+        z: Tensor,
+        in_f32: Option<&[String]>,
+        observe: &mut dyn FnMut(&str, &Tensor),
+    ) -> Result<std::result::Result<Tensor, String>> {
         // The dtype the activations are in: the decoder's, or f32 after an f16 overflow
         // that outlived its block.
         let mut state = self.dtype;
         let mut x = z;
+        macro_rules! run {
+            ($name:expr, $block:expr) => {{
+                let name: String = $name.into();
+                match self.guarded(&name, $block, x, in_f32, &mut state)? {
+                    Some(y) => y,
+                    None => return Ok(Err(name)),
+                }
+            }};
+        }
         if let Some(c) = &self.post_quant_conv {
-            x = self.guarded("post_quant_conv", Block::Conv(c), x, &mut state)?;
+            x = run!("post_quant_conv", Block::Conv(c));
             observe("post_quant_conv", &x);
         }
-        x = self.guarded("decoder.conv_in", Block::Conv(&self.conv_in), x, &mut state)?;
+        x = run!("decoder.conv_in", Block::Conv(&self.conv_in));
         observe("decoder.conv_in", &x);
-        x = self.guarded("decoder.mid_block.resnets.0", Block::Resnet(&self.mid_resnets[0]), x, &mut state)?;
+        x = run!("decoder.mid_block.resnets.0", Block::Resnet(&self.mid_resnets[0]));
         observe("decoder.mid_block.resnets.0", &x);
         if let Some(a) = &self.attention {
-            x = self.guarded("decoder.mid_block.attentions.0", Block::Attention(a), x, &mut state)?;
+            x = run!("decoder.mid_block.attentions.0", Block::Attention(a));
             observe("decoder.mid_block.attentions.0", &x);
         }
-        x = self.guarded("decoder.mid_block.resnets.1", Block::Resnet(&self.mid_resnets[1]), x, &mut state)?;
+        x = run!("decoder.mid_block.resnets.1", Block::Resnet(&self.mid_resnets[1]));
         observe("decoder.mid_block", &x);
         for (i, block) in self.up_blocks.iter().enumerate() {
             for (j, r) in block.resnets.iter().enumerate() {
-                x = self.guarded(&format!("decoder.up_blocks.{i}.resnets.{j}"), Block::Resnet(r), x, &mut state)?;
+                x = run!(format!("decoder.up_blocks.{i}.resnets.{j}"), Block::Resnet(r));
             }
             if let Some(up) = &block.upsampler {
-                x = self.guarded(&format!("decoder.up_blocks.{i}.upsamplers.0"), Block::Upsample(up), x, &mut state)?;
+                x = run!(format!("decoder.up_blocks.{i}.upsamplers.0"), Block::Upsample(up));
             }
             observe(&format!("decoder.up_blocks.{i}"), &x);
         }
-        x = self.guarded("decoder.conv_out", Block::Out, x, &mut state)?;
+        x = run!("decoder.conv_out", Block::Out);
         observe("decoder.conv_out", &x);
-        Ok(x)
+        Ok(Ok(x))
     }
 
     /// Runs `block` on `x` with activations and weights in `dtype` (weights converted for
@@ -363,33 +420,32 @@ impl Decoder {
         })
     }
 
-    /// Runs one block: plainly, or in an f16 decode with the overflow guard, checked and
-    /// recomputed in f32 from its input when its output is not finite. `state` is the
-    /// activations' dtype, f32 while values past f16's range are alive.
-    fn guarded(&self, name: &str, block: Block<'_>, x: Tensor, state: &mut DType) -> Result<Tensor> {
-        if !self.overflow_guard() {
-            return self.run_block(block, x, self.dtype);
-        }
+    /// Runs one block: plainly (no checks), or checked: in f32 when it is named in
+    /// `in_f32` or the values before it are past f16's range (`state` is f32), else in
+    /// f16 with `None` when its output is not finite.
+    fn guarded(
+        &self,
+        name: &str,
+        block: Block<'_>,
+        x: Tensor,
+        in_f32: Option<&[String]>,
+        state: &mut DType,
+    ) -> Result<Option<Tensor>> {
+        let Some(in_f32) = in_f32 else {
+            return Ok(Some(self.run_block(block, x, self.dtype)?));
+        };
         self.stats.update(|s| s.checked_blocks += 1);
         if *state == DType::F32 {
             self.stats.update(|s| s.continued_in_f32.push(name.to_string()));
             let y = self.run_block(block, x, DType::F32)?;
-            return self.back_to_half(y, state);
+            return self.back_to_half(y, state).map(Some);
         }
-        // Kept for a rerun; a clone shares the data (the input stays alive to the end of
-        // the block, which the memory plan counts).
-        let input = x.clone();
+        if in_f32.iter().any(|b| b == name) {
+            let y = self.run_block(block, x.to_dtype(DType::F32)?, DType::F32)?;
+            return self.back_to_half(y, state).map(Some);
+        }
         let y = self.run_block(block, x, self.dtype)?;
-        if all_finite(&y)? {
-            return Ok(y);
-        }
-        drop(y);
-        tracing::warn!(block = name, "f16 overflow (inf/NaN) in {name}: recomputing it in f32");
-        self.stats.update(|s| s.recomputed_in_f32.push(name.to_string()));
-        let x32 = input.to_dtype(DType::F32)?;
-        drop(input);
-        let y = self.run_block(block, x32, DType::F32)?;
-        self.back_to_half(y, state)
+        Ok(if all_finite(&y)? { Some(y) } else { None })
     }
 
     /// An f32 block output back in f16 when every value fits; else it stays f32 and the

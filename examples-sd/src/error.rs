@@ -42,6 +42,10 @@ pub enum SdError {
 
     #[error("{path}: {msg}")]
     Image { path: PathBuf, msg: String },
+
+    /// A broken invariant of the decoder itself (a bug to report, not bad input).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 pub type Result<T> = std::result::Result<T, SdError>;
