@@ -10,19 +10,9 @@ use examples_sr::models::{ModelKind, Variant};
 use examples_sr::upscale::Upscaler;
 use rocm_vision::{Budget, DType, Device};
 
-/// Says on the process's own stderr that the calling test is skipped, and why, as
-/// `SKIPPED <test>: <reason>`. Written directly, not with `eprintln!`, which the test
-/// harness captures (and drops) for a test that passes: a skip is seen in every
-/// `cargo test` run (`cargo test 2>&1 | grep SKIPPED` lists them).
-pub fn skipped(reason: impl std::fmt::Display) {
-    use std::io::Write;
-    let thread = std::thread::current();
-    // One line (a reason's first), written at once so that parallel tests do not split it.
-    let reason = reason.to_string();
-    let first = reason.lines().next().unwrap_or_default().trim_end_matches(" Tried:");
-    let line = format!("SKIPPED {}: {first}\n", thread.name().unwrap_or("a test"));
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
-}
+/// `SKIPPED <test>: <reason>` on stderr, past the harness's capture.
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use conv_engine::testing::skipped;
 
 pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
