@@ -301,7 +301,8 @@ impl Decoder {
     /// Runs the network on `z` (already un-scaled, in the decoder's dtype). `observe` sees
     /// each stage's output under its diffusers module name (`post_quant_conv`,
     /// `decoder.conv_in`, `decoder.mid_block.resnets.0`, `decoder.mid_block.attentions.0`,
-    /// `decoder.mid_block`, `decoder.up_blocks.{i}`, `decoder.conv_out`).
+    /// `decoder.mid_block`, `decoder.up_blocks.{i}`, `decoder.conv_out`); after an f16
+    /// overflow the decode reruns, and `observe` sees the stages again.
     pub fn decode_z(&self, z: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
         if z.rank() != 4 || z.dims()[1] != self.config.latent_channels {
             return Err(SdError::Latents(format!(

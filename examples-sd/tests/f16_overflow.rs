@@ -127,16 +127,7 @@ fn without_overflow_the_f16_decode_is_unchanged() {
 /// device. Without one it says so and checks nothing.
 #[test]
 fn gpu_overflows_are_recomputed_in_f32() {
-    let device = match Device::rocm(0) {
-        Ok(d) => d,
-        Err(e) => {
-            assert!(
-                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
-                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
-            );
-            return common::skipped(format!("no ROCm device ({e})"));
-        }
-    };
+    let Some(device) = common::rocm_or_skip() else { return };
     let w = scaled_weights("gpu-inside", &scaled("decoder.up_blocks.1.resnets.0", ["norm1", "conv1"]));
     let stats = check_overflow_case_on(&w, &device);
     assert_eq!(stats.recomputed_in_f32, vec!["decoder.up_blocks.1.resnets.0".to_string()]);
