@@ -64,12 +64,13 @@ fn check(device: &Device, dtype: DType, latent: usize, budget: Option<usize>) ->
     let (plan, measured, stages) = plan_and_measure(device, dtype, latent, budget);
     let ratio = plan.decode_peak as f64 / measured as f64;
     println!(
-        "{dtype:?} {}x{}{}: plan {} (at {}), measured {}, plan/measured {ratio:.4}",
+        "{dtype:?} {}x{}{}: plan {} (at {}; engine scratch {}), measured {}, plan/measured {ratio:.4}",
         plan.width,
         plan.height,
         budget.map_or(String::new(), |b| format!(" budget {}", format_bytes(b))),
         format_bytes(plan.decode_peak),
         plan.peak_at,
+        format_bytes(plan.engine_scratch),
         format_bytes(measured),
     );
     let report = || {
@@ -83,7 +84,19 @@ fn check(device: &Device, dtype: DType, latent: usize, budget: Option<usize>) ->
         }
         s
     };
-    assert!((ratio - 1.0).abs() <= 0.05, "{dtype:?} latent {latent}: plan/measured {ratio:.4}\n{}", report());
+    // On the CPU the gemm crate grows its packing buffers per rayon thread, once, and
+    // keeps them (the plan's `engine_scratch`, an upper bound): a thread that first packs
+    // during the measured decode (the warm-up ran on others) adds them to the peak. So the
+    // measured peak may exceed the plan's decode peak by at most that, and never fall
+    // more than 5% below it.
+    let within = (ratio - 1.0).abs() <= 0.05
+        || (ratio > 1.0 / 1.05 && measured <= (plan.decode_peak + plan.engine_scratch) * 105 / 100);
+    assert!(
+        within,
+        "{dtype:?} latent {latent}: plan/measured {ratio:.4} (engine scratch {})\n{}",
+        format_bytes(plan.engine_scratch),
+        report()
+    );
     assert_eq!(plan.peak, plan.weights + plan.engine_scratch + plan.decode_peak);
     plan
 }
