@@ -34,30 +34,45 @@ fn vae_decode_fails_cleanly_at_every_allocation() {
     assert_eq!(again, reference);
     assert!(per_run >= 20, "a decode makes {per_run} engine allocations");
 
+    // Two rounds of the same failures: the first may grow what is made once per thread
+    // (the gemm crate's packing buffers of a rayon thread that had not packed yet: 1 MiB
+    // seen on CI, bounded below); the second must leave the heap where it was.
+    let mut first_round_growth = 0isize;
     let mut worst_heap_drift = 0isize;
-    let heap_at_start = HEAP.current() as isize;
-    for n in 1..=per_run {
-        let heap = HEAP.current();
-        meter.fail_nth_allocation(Some(n));
-        let r = dec.decode(&latents, &mut |_, _| {});
-        match &r {
-            Err(SdError::Lib(Error::Conv(ConvError::AllocationFailed { injected: true, bytes, .. }))) => {
-                assert!(*bytes > 0, "allocation {n}");
-            }
-            other => panic!(
-                "allocation {n} of {per_run}: expected the injected fault, got {:?}",
-                other.as_ref().map(|t| t.dims().to_vec())
-            ),
+    let mut heap_at_start = HEAP.current() as isize;
+    for round in 0..2 {
+        if round == 1 {
+            first_round_growth = HEAP.current() as isize - heap_at_start;
+            heap_at_start = HEAP.current() as isize;
+            worst_heap_drift = 0;
         }
-        let msg = r.err().unwrap().to_string();
-        assert!(msg.contains("injected fault") && msg.contains("bytes"), "{msg}");
-        assert_eq!(meter.current_bytes(), 0, "allocation {n}: workspace still held after the error");
-        let drift = HEAP.current() as isize - heap as isize;
-        worst_heap_drift = worst_heap_drift.max(drift.abs());
+        for n in 1..=per_run {
+            let heap = HEAP.current();
+            meter.fail_nth_allocation(Some(n));
+            let r = dec.decode(&latents, &mut |_, _| {});
+            match &r {
+                Err(SdError::Lib(Error::Conv(ConvError::AllocationFailed { injected: true, bytes, .. }))) => {
+                    assert!(*bytes > 0, "allocation {n}");
+                }
+                other => panic!(
+                    "allocation {n} of {per_run}: expected the injected fault, got {:?}",
+                    other.as_ref().map(|t| t.dims().to_vec())
+                ),
+            }
+            let msg = r.err().unwrap().to_string();
+            assert!(msg.contains("injected fault") && msg.contains("bytes"), "{msg}");
+            assert_eq!(meter.current_bytes(), 0, "allocation {n}: workspace still held after the error");
+            let drift = HEAP.current() as isize - heap as isize;
+            worst_heap_drift = worst_heap_drift.max(drift.abs());
+        }
     }
     meter.fail_nth_allocation(None);
     let total_drift = HEAP.current() as isize - heap_at_start;
-    println!("heap after all {per_run} failed runs: {total_drift:+} bytes");
+    println!(
+        "heap after the first round of {per_run} failed runs: {first_round_growth:+} bytes (made once per thread); \
+         after the second: {total_drift:+} bytes"
+    );
+    assert!(first_round_growth.abs() <= 16 << 20, "the first round grew the heap by {first_round_growth} bytes");
     assert!(total_drift.abs() <= 4096, "the failed runs left {total_drift} bytes behind");
     let after = dec.decode(&latents, &mut |_, _| {}).expect("decode after the faults").to_vec::<f32>().unwrap();
     assert_eq!(after, reference, "the device decodes as before");
