@@ -8,6 +8,7 @@
 #      HIP-on-CUDA library's call statistics (HOC_STATS=1: calls and host time of every
 #      runtime, hiprtc and rocBLAS entry point) and the process's user and system time;
 #   3. the SD VAE decode at 1024² f16 (3 decodes) with the same statistics;
+#   2c. with GPU_DIAG_TRACE=1, a timeline of Real-CUGAN f16 (HOC_TRACE, hoc-trace-report.py);
 #   4. Nsight Compute on the elementwise benchmark's first binary adds (bandwidth,
 #      occupancy, launch statistics), when ncu is there.
 # Writes $OUT/diagnose.md (the summary, also printed) and $OUT/diagnose-logs.tgz.
@@ -120,9 +121,27 @@ if [[ ${GPU_DIAG_SR_AUTO:-0} == 1 ]]; then
     say '```'
 fi
 
-# 3. SD VAE decode 1024² f16.
-step vae-make 120 python3 benches/anchors/vae_decode_torch.py make --dir "$work/vae" --latents 8,128
-if [[ -f $work/vae/sd_vae_random.safetensors ]]; then
+# 2c. A timeline of Real-CUGAN f16 (GPU_DIAG_TRACE=1): the hip-on-cuda trace (HOC_TRACE,
+#     events around every stream operation) and scripts/hoc-trace-report.py's GPU-idle gaps
+#     and what the host did in them, for the whole image and for --tile auto.
+if [[ ${GPU_DIAG_TRACE:-0} == 1 ]]; then
+    for mode in whole auto; do
+        budget=(--vram-budget 24GiB)
+        [[ $mode == auto ]] && budget=()
+        HOC_TRACE=$work/trace-sr-$mode.csv step "trace-sr-$mode" 150 "$work/realcugan" -i "$work/sr/in" \
+            -o "$work/sr/out-trace-$mode" -s 2 -n 0 --model se --model-dir "$carry/models" --device rocm --dtype f16 \
+            --tile "$mode" "${budget[@]}" --force --profile
+        grep -E "upscale|profile" "$logs/trace-sr-$mode.log" | head -6 >>"$summary"
+        python3 scripts/hoc-trace-report.py "$work/trace-sr-$mode.csv" --gaps 25 >"$logs/trace-sr-$mode-report.md" 2>&1
+        say "### timeline, Real-CUGAN f16 --tile $mode: the last segment (the warm image)"
+        python3 scripts/hoc-trace-report.py "$work/trace-sr-$mode.csv" --gaps 25 --segments last >>"$summary" 2>&1
+        xz -c "$work/trace-sr-$mode.csv" >"$OUT/trace-sr-$mode.csv.xz" 2>/dev/null || true
+    done
+fi
+
+# 3. SD VAE decode 1024² f16 (GPU_DIAG_VAE=0 skips it).
+[[ ${GPU_DIAG_VAE:-1} == 1 ]] && step vae-make 120 python3 benches/anchors/vae_decode_torch.py make --dir "$work/vae" --latents 8,128
+if [[ ${GPU_DIAG_VAE:-1} == 1 && -f $work/vae/sd_vae_random.safetensors ]]; then
     step vae-warm 150 "$work/sd-vae-decode" --vae "$work/vae/sd_vae_random.safetensors" --model sd \
         --latents "$work/vae/latent_8.npy" --device rocm --dtype f16 --out "$work/vae/w.png" --force
     HOC_STATS=1 step vae-f16-1k 120 timed "$work/sd-vae-decode" --vae "$work/vae/sd_vae_random.safetensors" \
@@ -143,7 +162,7 @@ if command -v ncu >/dev/null && [[ ${GPU_DIAG_NCU_APPS:-1} == 1 ]]; then
         step "$name" 200 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel "$@"
         grep -E "^\s+[a-z_0-9]+ \(|Invocations|gpu__time_duration.sum" "$logs/$name.log" | head -120 >>"$summary"
     }
-    [[ ${GPU_DIAG_NCU_VAE:-1} == 1 ]] && ncu_sum ncu-vae "$work/sd-vae-decode" --vae "$work/vae/sd_vae_random.safetensors" --model sd \
+    [[ ${GPU_DIAG_NCU_VAE:-1} == 1 && ${GPU_DIAG_VAE:-1} == 1 ]] && ncu_sum ncu-vae "$work/sd-vae-decode" --vae "$work/vae/sd_vae_random.safetensors" --model sd \
         --latents "$work/vae/latent_128.npy" --device rocm --dtype f16 --vram-budget 1.6GB --out "$work/vae/n.png" --force
     rm -rf "$work/sr/one" && mkdir -p "$work/sr/one" && cp "$work/sr/in/a.png" "$work/sr/one/"
     ncu_sum ncu-sr "$work/realcugan" -i "$work/sr/one" -o "$work/sr/out-ncu" -s 2 -n 0 --model se \

@@ -136,7 +136,7 @@ undefined=()
 [[ -z "$cuda_lib" ]] && undefined=(-Wl,--allow-shlib-undefined)
 
 # Each library exports its API and nothing else.
-printf '{ global: hip*; hoc_make_current; local: *; };\n' >"$obj/amdhip64.map"
+printf '{ global: hip*; hoc_make_current; hoc_trace_begin; hoc_trace_end; local: *; };\n' >"$obj/amdhip64.map"
 printf '{ global: hiprtc*; local: *; };\n' >"$obj/hiprtc.map"
 printf '{ global: rocblas_*; local: *; };\n' >"$obj/rocblas.map"
 printf '{ global: miopen*; local: *; };\n' >"$obj/miopen.map"

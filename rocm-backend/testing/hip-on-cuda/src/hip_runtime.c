@@ -197,6 +197,109 @@ static hipError_t enter(void) {
 int hoc_make_current(void) { return (int)enter(); }
 
 /* ---------------------------------------------------------------------------------------
+ * Timeline trace (HOC_TRACE=FILE; see hoc_internal.h).
+ */
+#define HOC_TRACE_MAX 500000
+struct hoc_trace_rec {
+    const char* kind;
+    const char* name;
+    unsigned long long bytes;
+    CUevent ev0, ev1;
+    long long t0, t1; /* host ns */
+};
+static struct hoc_trace_rec* g_trace;
+static _Atomic int g_trace_n;
+static CUevent g_trace_base;
+static long long g_trace_t0;
+static pthread_once_t g_trace_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_trace_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char* trace_path(void) {
+    static const char* cached = (const char*)1;
+    if (cached == (const char*)1) {
+        const char* v = getenv("HOC_TRACE");
+        cached = (v != NULL && v[0] != '\0' && strcmp(v, "0") != 0) ? v : NULL;
+    }
+    return cached;
+}
+
+static long long trace_now_ns(void) {
+    struct timespec t;
+    timespec_get(&t, TIME_UTC);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void trace_dump(void) {
+    FILE* f = fopen(trace_path(), "w");
+    if (f == NULL) {
+        fprintf(stderr, "[hip-on-cuda trace] cannot write %s\n", trace_path());
+        return;
+    }
+    enter();
+    int n = atomic_load(&g_trace_n);
+    if (n > HOC_TRACE_MAX) n = HOC_TRACE_MAX;
+    fprintf(f, "seq,kind,name,bytes,host_begin_us,host_end_us,gpu_begin_us,gpu_end_us\n");
+    for (int i = 0; i < n; ++i) {
+        const struct hoc_trace_rec* r = &g_trace[i];
+        float g0 = -1.0f, g1 = -1.0f;
+        if (r->ev0 != NULL && r->ev1 != NULL && g_trace_base != NULL && cuEventSynchronize(r->ev1) == CUDA_SUCCESS) {
+            if (cuEventElapsedTime(&g0, g_trace_base, r->ev0) != CUDA_SUCCESS) g0 = -1.0f;
+            if (cuEventElapsedTime(&g1, g_trace_base, r->ev1) != CUDA_SUCCESS) g1 = -1.0f;
+        }
+        fprintf(f, "%d,%s,%s,%llu,%.3f,%.3f,%.3f,%.3f\n", i, r->kind, r->name ? r->name : "", r->bytes,
+                (r->t0 - g_trace_t0) / 1e3, (r->t1 - g_trace_t0) / 1e3, g0 * 1e3, g1 * 1e3);
+    }
+    fclose(f);
+    fprintf(stderr, "[hip-on-cuda trace] %d records written to %s\n", n, trace_path());
+}
+
+static void trace_init(void) {
+    g_trace = calloc(HOC_TRACE_MAX, sizeof *g_trace);
+    g_trace_t0 = trace_now_ns();
+    if (g_trace != NULL) atexit(trace_dump);
+}
+
+int hoc_trace_begin(const char* kind, const char* name, unsigned long long bytes, void* stream) {
+    if (trace_path() == NULL) return -1;
+    pthread_once(&g_trace_once, trace_init);
+    if (g_trace == NULL) return -1;
+    int i = atomic_fetch_add(&g_trace_n, 1);
+    if (i >= HOC_TRACE_MAX) return -1;
+    struct hoc_trace_rec* r = &g_trace[i];
+    r->kind = kind;
+    r->name = name;
+    r->bytes = bytes;
+    r->t0 = trace_now_ns();
+    if (stream != HOC_TRACE_HOST && enter() == hipSuccess) {
+        pthread_mutex_lock(&g_trace_lock);
+        if (g_trace_base == NULL && cuEventCreate(&g_trace_base, CU_EVENT_DEFAULT) == CUDA_SUCCESS)
+            cuEventRecord(g_trace_base, (CUstream)stream);
+        pthread_mutex_unlock(&g_trace_lock);
+        if (cuEventCreate(&r->ev0, CU_EVENT_DEFAULT) == CUDA_SUCCESS) cuEventRecord(r->ev0, (CUstream)stream);
+    }
+    return i;
+}
+
+void hoc_trace_end(int record, void* stream) {
+    if (record < 0) return;
+    struct hoc_trace_rec* r = &g_trace[record];
+    if (r->ev0 != NULL && stream != HOC_TRACE_HOST && cuEventCreate(&r->ev1, CU_EVENT_DEFAULT) == CUDA_SUCCESS)
+        cuEventRecord(r->ev1, (CUstream)stream);
+    r->t1 = trace_now_ns();
+}
+
+/* The kernel's name for the trace (cuFuncGetName: CUDA 12.3 and later). */
+static const char* trace_kernel_name(CUfunction f) {
+#if CUDA_VERSION >= 12030
+    const char* name = NULL;
+    if (cuFuncGetName(&name, f) == CUDA_SUCCESS && name != NULL) return name;
+#else
+    (void)f;
+#endif
+    return "kernel";
+}
+
+/* ---------------------------------------------------------------------------------------
  * Device discovery and properties.
  */
 hipError_t hipInit(unsigned int flags) {
@@ -440,7 +543,9 @@ hipError_t hipMalloc(void** ptr, size_t size) {
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
     CUdeviceptr p = 0;
+    int tr = hoc_trace_begin("malloc", NULL, size, HOC_TRACE_HOST);
     CUresult r = cuMemAlloc(&p, size);
+    hoc_trace_end(tr, HOC_TRACE_HOST);
     if (r == CUDA_SUCCESS) *ptr = (void*)(uintptr_t)p;
     RETURN(from_cu(r));
 }
@@ -450,7 +555,10 @@ hipError_t hipFree(void* ptr) {
     if (ptr == NULL) RETURN(hipSuccess);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
-    RETURN(from_cu(cuMemFree((CUdeviceptr)(uintptr_t)ptr)));
+    int tr = hoc_trace_begin("free", NULL, 0, HOC_TRACE_HOST);
+    CUresult r = cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+    hoc_trace_end(tr, HOC_TRACE_HOST);
+    RETURN(from_cu(r));
 }
 
 hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream) {
@@ -461,6 +569,8 @@ hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes, hipMemcp
     if (e != hipSuccess) RETURN(e);
     CUstream s = (CUstream)stream;
     const CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, sp = (CUdeviceptr)(uintptr_t)src;
+    static const char* const kinds[] = {"memcpy_h2h", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memcpy"};
+    int tr = hoc_trace_begin(kind >= 0 && kind <= 4 ? kinds[kind] : "memcpy", NULL, sizeBytes, stream);
     CUresult r;
     switch (kind) {
     case hipMemcpyHostToDevice: r = cuMemcpyHtoDAsync(d, src, sizeBytes, s); break;
@@ -471,8 +581,9 @@ hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes, hipMemcp
      * covers host-to-host in stream order. */
     case hipMemcpyHostToHost:
     case hipMemcpyDefault: r = cuMemcpyAsync(d, sp, sizeBytes, s); break;
-    default: RETURN(hipErrorInvalidMemcpyDirection);
+    default: hoc_trace_end(tr, stream); RETURN(hipErrorInvalidMemcpyDirection);
     }
+    hoc_trace_end(tr, stream);
     RETURN(from_cu(r));
 }
 
@@ -482,7 +593,10 @@ hipError_t hipMemsetD8Async(hipDeviceptr_t dest, unsigned char value, size_t cou
     if (dest == NULL) RETURN(hipErrorInvalidValue);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
-    RETURN(from_cu(cuMemsetD8Async((CUdeviceptr)(uintptr_t)dest, value, count, (CUstream)stream)));
+    int tr = hoc_trace_begin("memset", NULL, count, stream);
+    CUresult r = cuMemsetD8Async((CUdeviceptr)(uintptr_t)dest, value, count, (CUstream)stream);
+    hoc_trace_end(tr, stream);
+    RETURN(from_cu(r));
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -512,7 +626,10 @@ hipError_t hipStreamSynchronize(hipStream_t stream) {
     HOC_TIMED();
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
-    RETURN(from_cu(cuStreamSynchronize((CUstream)stream)));
+    int tr = hoc_trace_begin("sync", NULL, 0, HOC_TRACE_HOST);
+    CUresult r = cuStreamSynchronize((CUstream)stream);
+    hoc_trace_end(tr, HOC_TRACE_HOST);
+    RETURN(from_cu(r));
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -562,7 +679,10 @@ hipError_t hipEventSynchronize(hipEvent_t event) {
     if (event == NULL) RETURN(hipErrorInvalidHandle);
     hipError_t e = enter();
     if (e != hipSuccess) RETURN(e);
-    RETURN(from_cu(cuEventSynchronize((CUevent)event)));
+    int tr = hoc_trace_begin("event_sync", NULL, 0, HOC_TRACE_HOST);
+    CUresult r = cuEventSynchronize((CUevent)event);
+    hoc_trace_end(tr, HOC_TRACE_HOST);
+    RETURN(from_cu(r));
 }
 
 /* hipErrorInvalidHandle for events created with hipEventDisableTiming or never recorded,
@@ -650,8 +770,10 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigne
         cu_extra[n] = CU_LAUNCH_PARAM_END;
         extra_arg = cu_extra;
     }
+    int tr = hoc_trace_begin("kernel", trace_path() ? trace_kernel_name((CUfunction)f) : NULL, 0, stream);
     CUresult r = cuLaunchKernel((CUfunction)f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                                 sharedMemBytes, (CUstream)stream, kernelParams, extra_arg);
+    hoc_trace_end(tr, stream);
     RETURN(from_cu(r));
 }
 

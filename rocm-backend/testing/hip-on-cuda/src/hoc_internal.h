@@ -138,6 +138,24 @@ static inline void hoc_timer_end(struct hoc_timer* t) {
 #define HOC_TIMED() struct hoc_timer hoc_timer_ __attribute__((cleanup(hoc_timer_end))) = hoc_timer_begin(__func__)
 
 /* ---------------------------------------------------------------------------------------
+ * Timeline trace, the GPU tier's stand-in for a profiler timeline (the H200 machine has no
+ * nsys; issue 12.5: where is the GPU idle?). With HOC_TRACE=FILE, every operation put on a
+ * stream (kernel launch, copy, memset, rocBLAS GEMM, MIOpen convolution) gets a CUDA event
+ * before and after it, and every blocking call (stream synchronisation, allocation, free)
+ * its host time; at exit libamdhip64 writes one CSV line per record to FILE:
+ *   seq,kind,name,bytes,host_begin_us,host_end_us,gpu_begin_us,gpu_end_us
+ * (host times from the first record; GPU times from the first event, -1 for host-only
+ * records). scripts/hoc-trace-report.py turns it into GPU-idle gaps and what the host did
+ * in them. Off, a traced entry point costs one cached branch. The events change timing by
+ * a few microseconds per operation.
+ * hoc_trace_begin returns a record number (negative: not traced) for hoc_trace_end;
+ * HOC_TRACE_HOST as the stream marks a host-only record. Exported by libamdhip64.
+ */
+#define HOC_TRACE_HOST ((void*)-1)
+int hoc_trace_begin(const char* kind, const char* name, unsigned long long bytes, void* stream);
+void hoc_trace_end(int record, void* stream);
+
+/* ---------------------------------------------------------------------------------------
  * libMIOpen.so: the interface between miopen_api.c (MIOpen headers) and miopen_cudnn.c
  * (cuDNN headers).
  */

@@ -34,7 +34,8 @@ typedef struct miopenTensorArgument_t miopenTensorArgument_t;
 /* Our objects behind MIOpen's opaque handle types (which the header declares as pointers
  * to empty structs; they are only ever cast back here). */
 struct hoc_handle {
-    void* dnn; /* cudnnHandle_t */
+    void* dnn;    /* cudnnHandle_t */
+    void* stream; /* the handle's stream, for the timeline trace */
 };
 struct hoc_tensor_desc {
     int set; /* miopenSet4dTensorDescriptor was called */
@@ -99,6 +100,7 @@ miopenStatus_t miopenCreateWithStream(miopenHandle_t* handle, miopenAcceleratorQ
     if (hoc_make_current() != 0) RETURN(miopenStatusNotInitialized);
     struct hoc_handle* h = calloc(1, sizeof *h);
     if (h == NULL) RETURN(miopenStatusAllocFailed);
+    h->stream = (void*)stream;
     int s = hoc_dnn_create(&h->dnn, (void*)stream);
     if (s != HOC_DNN_OK) {
         free(h);
@@ -404,5 +406,8 @@ miopenStatus_t miopenConvolutionForwardImmediate(miopenHandle_t handle, const mi
     if (st != miopenStatusSuccess) RETURN(st);
     /* The caller provides the workspace; too little of it is a caller error. */
     if (need > 0 && (workSpace == NULL || workSpaceSize < need)) RETURN(miopenStatusBadParm);
-    RETURN(from_dnn(hoc_dnn_run(h->dnn, wt, w, xt, x, c, yt, y, workSpace, workSpaceSize, algo_of(c, solution_id))));
+    int tr = hoc_trace_begin("miopen_conv", NULL, 0, h->stream);
+    int r = hoc_dnn_run(h->dnn, wt, w, xt, x, c, yt, y, workSpace, workSpaceSize, algo_of(c, solution_id));
+    hoc_trace_end(tr, h->stream);
+    RETURN(from_dnn(r));
 }

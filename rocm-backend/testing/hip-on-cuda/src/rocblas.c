@@ -241,8 +241,10 @@ rocblas_status(rocblas_gemm_strided_batched_ex)(
     const cublasOperation_t op_b = transB == rocblas_operation_none ? CUBLAS_OP_N : CUBLAS_OP_T;
     const cudaDataType t = cuda_type(a_type);
     const cublasComputeType_t ct = f64_compute ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    int tr = hoc_trace_begin("rocblas_gemm", NULL, (unsigned long long)m * n * k * batch_count, handle->stream);
     cublasStatus_t s = cublasGemmStridedBatchedEx(handle->cublas, op_a, op_b, m, n, k, alpha, a, t, lda,
                                                   (long long)stride_a, b, t, ldb, (long long)stride_b, beta, d, t,
                                                   ldd, (long long)stride_d, batch_count, ct, CUBLAS_GEMM_DEFAULT);
+    hoc_trace_end(tr, handle->stream);
     RETURN(from_cublas(s));
 }
