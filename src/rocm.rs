@@ -125,6 +125,33 @@ impl RocmTensor {
         Ok(RocmTensor::contiguous_new(a, shape.dims()))
     }
 
+    /// `pixel_shuffle(self, r) + residual` (see `Tensor::pixel_shuffle_add`, which checks
+    /// the shapes): both read as `[N, C, H, r, W, r]` views, so one binary pass writes the
+    /// contiguous sum.
+    pub fn pixel_shuffle_add(&self, r: usize, residual: &RocmTensor) -> Result<RocmTensor> {
+        let y = self.contiguous()?;
+        let &[n, crr, h, w] = y.dims() else {
+            return Err(Error::op("pixel_shuffle_add", format!("needs [N, C·r², H, W], got {:?}", y.dims())));
+        };
+        let c = crr / (r * r);
+        let six = [n, c, h, r, w, r];
+        // y[n, (c·r + i)·r + j, hh, ww] at (n, c, hh, i, ww, j).
+        let yl = Layout::new(
+            Shape::from(&six[..]),
+            vec![crr * h * w, r * r * h * w, w, r * h * w, 1, h * w],
+            y.layout.start_offset(),
+        );
+        let rs = residual.layout.stride();
+        let rl = Layout::new(
+            Shape::from(&six[..]),
+            vec![rs[0], rs[1], r * rs[2], rs[2], r * rs[3], rs[3]],
+            residual.layout.start_offset(),
+        );
+        let a = ops::binary(BinaryOp::Add, &residual.array, &rl, &y.array, &yl)
+            .map_err(|e| op_err("pixel_shuffle_add", e))?;
+        Ok(RocmTensor::contiguous_new(a, &[n, c, h * r, w * r]))
+    }
+
     pub fn to_dtype(&self, dtype: DType) -> Result<RocmTensor> {
         let a = ops::cast(&self.array, &self.layout, dtype).map_err(|e| op_err("to_dtype", e))?;
         Ok(RocmTensor::contiguous_new(a, self.dims()))

@@ -143,6 +143,36 @@ impl Tensor {
         }
     }
 
+    /// A tensor of `shape` holding a copy of `data` (row-major); an error if the lengths
+    /// differ. On ROCm the slice is uploaded as it is, with no host copy in between: a
+    /// large input need not be copied into a fresh `Vec` first (whose page faults cost
+    /// milliseconds per 10 MB on some hosts).
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let data = [1f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    /// let x = Tensor::from_slice(&data[..4], &[2, 2], &Device::cpu())?;
+    /// assert_eq!(x.to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 4.0]);
+    /// assert!(Tensor::from_slice(&data, &[2, 2], &Device::cpu()).is_err());
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
+    pub fn from_slice<T: WithDType>(data: &[T], shape: &[usize], device: &Device) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        if data.len() != n {
+            return Err(Error::op(
+                "from_slice",
+                format!("{} elements do not fill shape {shape:?} ({n} elements)", data.len()),
+            ));
+        }
+        match device.rocm_context() {
+            None => Tensor::from_candle(candle_core::Tensor::from_slice(data, shape, &device.candle())?, device),
+            Some(ctx) => Ok(Tensor {
+                s: Storage::Rocm(RocmTensor::from_slice(&ctx.device, data, shape)?),
+                device: device.clone(),
+            }),
+        }
+    }
+
     /// `value` everywhere ([`Tensor::zeros`] and [`Tensor::ones`] are the usual cases).
     ///
     /// ```

@@ -416,3 +416,20 @@ fn channel_exact_sums_match_the_cpu_bit_for_bit() {
     let s = t.channel_exact_sums(4, 4).unwrap();
     assert!(!s[0].saw_non_finite() && s[1].saw_non_finite());
 }
+
+#[test]
+fn pixel_shuffle_add_matches_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(17);
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        let (yc, yg) = rand_pair(&mut rng, &[1, 12, 5, 7], dt, &g);
+        let (bc, bg) = rand_pair(&mut rng, &[1, 5, 13, 17], dt, &g);
+        // The residual is a crop (a strided view with an offset), as in Real-CUGAN.
+        let crop = |t: &Tensor| t.narrow(1, 1, 3).unwrap().narrow(2, 2, 10).unwrap().narrow(3, 3, 14).unwrap();
+        let oc = yc.pixel_shuffle_add(2, &crop(&bc)).unwrap();
+        let og = yg.pixel_shuffle_add(2, &crop(&bg)).unwrap();
+        close("pixel_shuffle_add", &og, &oc);
+        // Additions are exact-rounded on both devices: the same bits.
+        assert_eq!(og.to_vec::<f32>().unwrap(), oc.to_vec::<f32>().unwrap(), "pixel_shuffle_add {dt:?} bits");
+    }
+}

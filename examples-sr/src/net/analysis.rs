@@ -228,7 +228,8 @@ impl Network {
                     // ReLU and leaky ReLU are the conv's epilogue; a sigmoid is a second tensor.
                     let act = if c.activation == Activation::Sigmoid { out } else { 0 };
                     // The 1x1 form of a deconvolution shuffles into a second buffer.
-                    let shuffle = if c.as_1x1.is_some() { out } else { 0 };
+                    // (Unless the add after it shuffles as it adds: see Node::defer_shuffle.)
+                    let shuffle = if c.as_1x1.is_some() && !node.defer_shuffle { out } else { 0 };
                     workspace + copy + act + shuffle
                 }
                 NodeKind::PixelShuffle(_) => 0,
@@ -243,7 +244,8 @@ impl Network {
             let new = match node.kind {
                 NodeKind::Split | NodeKind::Crop(_) => 0,
                 // The sum overwrites its fresh operand (Tensor::add_assign, both devices).
-                NodeKind::Add if node.inplace.is_some() => 0,
+                // An add that shuffles its operand as it adds writes a new tensor.
+                NodeKind::Add if node.inplace.is_some() && node.shuffle_operand.is_none() => 0,
                 _ => out,
             };
             peak = peak.max(before + new + extra);

@@ -243,9 +243,15 @@ impl Network {
                     Some(Value::Image(t)) => t,
                     _ => return Err(err("the other operand is not an available image")),
                 };
-                check_same(&dst, other)?;
-                // In place into the fresh deconv output where it can be (both devices).
-                let sum = dst.add_assign(other)?;
+                // In place into the fresh deconv output where it can be (both devices); an
+                // unshuffled deconv output is shuffled as it is added.
+                let sum = match node.shuffle_operand {
+                    Some(r) => dst.pixel_shuffle_add(r, other)?,
+                    None => {
+                        check_same(&dst, other)?;
+                        dst.add_assign(other)?
+                    }
+                };
                 self.record(|p| p.binary += elapsed());
                 Value::Image(sum)
             }
@@ -329,7 +335,7 @@ impl Network {
         };
         let t_act = elapsed() - t_conv;
         let y = match (&c.as_1x1, transposed) {
-            (Some(s), true) => crate::ops::pixel_shuffle(&y, s.k)?,
+            (Some(s), true) if !node.defer_shuffle => crate::ops::pixel_shuffle(&y, s.k)?,
             _ => y,
         };
         // The shuffle is part of the deconvolution.

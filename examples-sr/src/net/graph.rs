@@ -86,6 +86,13 @@ pub(super) struct Node {
     /// this node is its only reader and it owns its allocation (made by a conv, deconv,
     /// add, multiply or pixel shuffle; not a split's or a crop's, which share theirs).
     pub inplace: Option<usize>,
+    /// For an in-place `Add` whose operand is the output of a deconvolution in its 1x1
+    /// form (`ConvNode::as_1x1`): that shuffle's factor. The deconvolution leaves its output
+    /// unshuffled and the add shuffles as it adds (`Tensor::pixel_shuffle_add`): one pass
+    /// over memory instead of a shuffled copy and an add.
+    pub shuffle_operand: Option<usize>,
+    /// For such a deconvolution: its output goes unshuffled to that add.
+    pub defer_shuffle: bool,
 }
 
 pub(super) struct BlobMeta {
@@ -231,6 +238,8 @@ impl Graph {
                 tops: layer.tops.clone(),
                 frees: Vec::new(),
                 inplace: None,
+                shuffle_operand: None,
+                defer_shuffle: false,
             });
         }
 
@@ -239,7 +248,7 @@ impl Graph {
                 nodes[last].frees.push(b);
             }
         }
-        mark_inplace_adds(model, &mut nodes);
+        mark_inplace_adds(model, &mut nodes, device.is_rocm());
 
         let out_ratio = blobs[output].ratio.ok_or_else(|| err("the output blob is a vector, not an image"))?;
         if out_ratio.den != 1 || out_ratio.num == 0 {
@@ -253,8 +262,10 @@ impl Graph {
     }
 }
 
-/// Sets `Node::inplace` on each `Add` that has an operand it may overwrite.
-fn mark_inplace_adds(model: &NcnnModel, nodes: &mut [Node]) {
+/// Sets `Node::inplace` on each `Add` that has an operand it may overwrite, and on ROCm
+/// (`fuse_shuffles`) `Node::shuffle_operand` / `Node::defer_shuffle`. The CPU keeps the
+/// shuffle (one fast pass) and the add in place, which allocates less.
+fn mark_inplace_adds(model: &NcnnModel, nodes: &mut [Node], fuse_shuffles: bool) {
     for i in 0..nodes.len() {
         if !matches!(nodes[i].kind, NodeKind::Add) {
             continue;
@@ -276,6 +287,16 @@ fn mark_inplace_adds(model: &NcnnModel, nodes: &mut [Node]) {
         } else {
             None
         };
+        if let Some(k) = nodes[i].inplace.filter(|_| fuse_shuffles) {
+            let producer = model.blobs[nodes[i].bottoms[k]].producer;
+            if let NodeKind::Conv(c) = &nodes[producer].kind
+                && c.is_transposed()
+                && let Some(s) = &c.as_1x1
+            {
+                nodes[i].shuffle_operand = Some(s.k);
+                nodes[producer].defer_shuffle = true;
+            }
+        }
     }
 }
 

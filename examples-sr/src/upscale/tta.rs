@@ -14,7 +14,7 @@ use rocm_vision::Tensor;
 
 use super::{Padded, Progress, Stats, TilePlan, Upscaler, quantize};
 use crate::Error;
-use crate::image_io::Image;
+use crate::image_io::{Image, Pixels};
 
 /// Where orientation `k` moves position `(i, j)` of an `h x w` plane, and the plane's new
 /// `(h, w)`.
@@ -49,7 +49,7 @@ impl Padded {
     /// The planes in orientation `k` (0..8; 4..8 are transposed).
     fn oriented(&self, k: usize) -> Padded {
         if k == 0 {
-            return Padded { data: self.data.clone(), h: self.h, w: self.w };
+            return Padded::new(self.data.clone(), self.h, self.w);
         }
         let (h, w) = (self.h, self.w);
         let (nh, nw) = if k >= 4 { (w, h) } else { (h, w) };
@@ -63,7 +63,7 @@ impl Padded {
                 }
             }
         }
-        Padded { data, h: nh, w: nw }
+        Padded::new(data, nh, nw)
     }
 }
 
@@ -146,7 +146,10 @@ impl Upscaler {
             }
         }
         stats.output_time += written.elapsed();
-        self.finish(img, out, maxv, input_time, stats)
+        match img.pixels {
+            Pixels::U8(_) => self.finish(img, out.into_iter().map(|v| v as u8).collect(), maxv, input_time, stats),
+            Pixels::U16(_) => self.finish(img, out, maxv, input_time, stats),
+        }
     }
 }
 
