@@ -15,8 +15,10 @@
 //! # Ok(()) }
 //! ```
 
+mod blocks;
 pub mod config;
 pub mod decoder;
+pub mod encoder;
 pub mod error;
 pub mod io;
 pub mod layout;
@@ -29,6 +31,7 @@ pub mod tiled;
 
 pub use config::{Model, NORM_EPS, VaeConfig};
 pub use decoder::{Decoder, ScratchCaps};
+pub use encoder::{Encoder, LatentDist};
 pub use error::{Result, SdError};
 pub use layout::{KeyLayout, KeyStyle};
 pub use memory::{MemoryPlan, peak_rss_bytes};
