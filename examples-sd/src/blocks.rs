@@ -58,9 +58,11 @@ impl Resnet {
             (None, Some(x), None) => x,
             (None, Some(x), Some(sc)) => {
                 // A widening shortcut (the encoder's) runs after conv2, so the narrower
-                // input is all that is alive beside conv2's operands.
-                let h = self.conv2.forward(&h)?;
-                return ops::add_assign(h, &sc.forward(&x)?);
+                // input is all that is alive beside conv2's operands; conv2's input dies
+                // before the shortcut's output exists.
+                let y = self.conv2.forward(&h)?;
+                drop(h);
+                return ops::add_assign(y, &sc.forward(&x)?);
             }
             (None, None, _) => return Err(SdError::Output("resnet: residual lost (internal error)".into())),
         };

@@ -18,6 +18,7 @@
 mod blocks;
 pub mod config;
 pub mod decoder;
+pub mod encode_plan;
 pub mod encoder;
 pub mod error;
 pub mod io;
@@ -31,6 +32,7 @@ pub mod tiled;
 
 pub use config::{Model, NORM_EPS, VaeConfig};
 pub use decoder::{Decoder, ScratchCaps};
+pub use encode_plan::EncodePlan;
 pub use encoder::{Encoder, LatentDist};
 pub use error::{Result, SdError};
 pub use layout::{KeyLayout, KeyStyle};
