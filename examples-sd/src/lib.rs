@@ -16,6 +16,8 @@
 //! ```
 
 mod blocks;
+#[doc(hidden)]
+pub mod cli;
 pub mod config;
 pub mod decoder;
 pub mod encode_plan;
