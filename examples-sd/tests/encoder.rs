@@ -160,3 +160,43 @@ fn bad_images_and_weights_are_clear_errors() {
     let e = examples_sd::Encoder::load(&w, &config("sd"), DType::F32).unwrap_err().to_string();
     assert!(e.contains("encoder.conv_in.weight"), "{e}");
 }
+
+/// The f16 overflow guard in the encoder (the decoder's, crate::blocks::Guard): norm1
+/// and conv1 of one down-block resnet scaled by 1024 overflow f16 (NaN without the
+/// guard); with it that block is recomputed in f32 and the latents match the f32 encode.
+#[test]
+fn an_f16_overflow_is_recomputed_in_f32() {
+    let src =
+        rocm_vision::Weights::open(fixture("sd_encoder_diffusers.safetensors"), &rocm_vision::Device::cpu()).unwrap();
+    let block = "encoder.down_blocks.1.resnets.0";
+    let scaled: Vec<String> =
+        ["norm1", "conv1"].iter().flat_map(|l| ["weight", "bias"].map(|p| format!("{block}.{l}.{p}"))).collect();
+    let mut map = std::collections::HashMap::new();
+    for k in src.keys() {
+        let mut t = src.get_unchecked_shape(k).unwrap();
+        if scaled.iter().any(|s| s == k) {
+            t = t.affine(1024.0, 0.0).unwrap();
+        }
+        map.insert(k.to_string(), t.to_candle().unwrap());
+    }
+    let dir = scratch_dir("encoder-overflow");
+    let path = dir.join("enc.safetensors");
+    candle_core::safetensors::save(&map, &path).unwrap();
+    let t = tensors("sd_encode_64x64.safetensors");
+    let encode = |dtype, guard| {
+        let mut enc = load_encoder("sd", &path, dtype);
+        enc.set_overflow_guard(guard);
+        let dist = enc.encode(&t["image"], &mut |_, _| {}).unwrap();
+        (enc.latents(&dist, Some(&t["noise"])).unwrap(), enc.precision_stats())
+    };
+    let (reference, _) = encode(DType::F32, true);
+    let (raw, _) = encode(DType::F16, false);
+    let nan = raw.to_vec::<f32>().unwrap().iter().filter(|v| !v.is_finite()).count();
+    assert!(nan > 0, "the scaled weights must overflow f16 without the guard");
+    let (guarded, stats) = encode(DType::F16, true);
+    let e = rel_max_err(&guarded, &reference);
+    println!("raw f16: {nan} non-finite latents; guarded f16 vs f32: {e:.3e}; {}", stats.summary().unwrap());
+    assert_eq!(stats.recomputed_in_f32, vec![block.to_string()]);
+    assert!(e <= F16_TOL, "{e}");
+    let _ = std::fs::remove_dir_all(dir);
+}
