@@ -47,7 +47,7 @@ fn gpu_encoder_matches_diffusers() {
             }
         }
     }
-    let bad: Vec<_> = worst.iter().filter(|(_, e, tol)| !(e <= tol)).collect();
+    let bad: Vec<_> = worst.iter().filter(|(_, e, tol)| e.is_nan() || e > tol).collect();
     assert!(bad.is_empty(), "over the bound: {bad:?}");
 }
 
