@@ -86,6 +86,28 @@ struct DownBlock {
 }
 
 /// A loaded encoder, ready to encode images of its configuration.
+///
+/// ```
+/// # fn main() -> examples_sd::Result<()> {
+/// use examples_sd::{Encoder, VaeConfig};
+/// use rocm_vision::{DType, Device, Tensor, Weights};
+/// let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
+/// let device = Device::cpu();
+/// // The reduced SD fixture VAE (a real one: `Model::Sd.config()` and its file).
+/// let config = VaeConfig::from_diffusers_json(format!("{fixtures}/sd_config.json").as_ref())?;
+/// let weights = Weights::open(format!("{fixtures}/sd_encoder_diffusers.safetensors"), &device)?;
+/// let encoder = Encoder::load(&weights, &config, DType::F32)?;
+/// // An image in [-1, 1] (examples_sd::io::load_image reads one from a file).
+/// let image = Tensor::rand_uniform(&[1, 3, 64, 48], (-1.0, 1.0), 1, 0, DType::F32, &device)?;
+/// let dist = encoder.encode(&image, &mut |_, _| {})?;
+/// let noise = Tensor::rand_normal(&[1, 4, 8, 6], (0.0, 1.0), 2, 0, DType::F32, &device)?;
+/// let latents = encoder.latents(&dist, Some(&noise))?; // 0.18215 · (mean + std · noise)
+/// assert_eq!(latents.dims(), &[1, 4, 8, 6]);
+/// // Sizes that are not multiples of 8 are an error that says so.
+/// let odd = Tensor::zeros(&[1, 3, 60, 48], DType::F32, &device)?;
+/// assert!(encoder.encode(&odd, &mut |_, _| {}).unwrap_err().to_string().contains("multiples of 8"));
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Encoder {
     config: VaeConfig,

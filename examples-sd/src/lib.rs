@@ -1,6 +1,7 @@
-//! SD 1.x/2.x, SDXL, SD3 and FLUX VAE decoders (diffusers' `AutoencoderKL` decoder) on
-//! rocm-vision: weights in the diffusers or the original key layout, exact decode within a
-//! memory budget, optional tiled decode, PNG output.
+//! SD 1.x/2.x, SDXL, SD3 and FLUX VAE decoders and encoders (diffusers' `AutoencoderKL`)
+//! on rocm-vision: weights in the diffusers or the original key layout, exact decode and
+//! encode within a memory budget, optional tiled decode, PNG output, images in
+//! ([`Encoder`]).
 //!
 //! ```no_run
 //! # fn main() -> examples_sd::Result<()> {
