@@ -38,6 +38,8 @@ stage test test --no-run -p examples-sr --test gpu_tiling
 # plan's GPU test (examples-sd/tests/memory_plan.rs) is not staged: the plan over-estimates
 # the ROCm peak (1.48x at 512² f32 on 2026-12-04) and its test is #[ignore]d until it models it.
 stage test test --no-run -p examples-sd --test f16_overflow
+# Issue 15.2: the encoder against diffusers on the device, and its 1024² f16 peak (<= 1.6 GB).
+stage test test --no-run -p examples-sd --test gpu_encoder
 # MIOpen as a conv algorithm (issue 8), through the test library's cuDNN mapping.
 stage test test --no-run -p rocm-backend --features miopen --test gpu_miopen
 stage bench bench --no-run -p rocm-backend --bench gpu_conv

@@ -16,12 +16,16 @@ pub const NORM_EPS: f64 = 1e-6;
 #[derive(Clone, Debug, PartialEq)]
 pub struct VaeConfig {
     pub latent_channels: usize,
+    /// Image channels the encoder takes (3).
+    pub in_channels: usize,
     pub out_channels: usize,
     /// Encoder order (lowest first); the decoder runs them reversed.
     pub block_out_channels: Vec<usize>,
     /// Each decoder up block has `layers_per_block + 1` resnets.
     pub layers_per_block: usize,
     pub norm_num_groups: usize,
+    /// The encoder's 1x1 conv after conv_out (SD 1.x/2.x, SDXL; not SD3/FLUX).
+    pub use_quant_conv: bool,
     pub use_post_quant_conv: bool,
     pub mid_block_add_attention: bool,
     pub scaling_factor: f64,
@@ -58,10 +62,12 @@ impl Model {
     pub fn config(self) -> VaeConfig {
         let base = VaeConfig {
             latent_channels: 4,
+            in_channels: 3,
             out_channels: 3,
             block_out_channels: vec![128, 256, 512, 512],
             layers_per_block: 2,
             norm_num_groups: 32,
+            use_quant_conv: true,
             use_post_quant_conv: true,
             mid_block_add_attention: true,
             scaling_factor: 0.18215,
@@ -75,6 +81,7 @@ impl Model {
             // SD3 and FLUX VAEs have neither quant_conv nor post_quant_conv.
             Model::Sd3 => VaeConfig {
                 latent_channels: 16,
+                use_quant_conv: false,
                 use_post_quant_conv: false,
                 scaling_factor: 1.5305,
                 shift_factor: Some(0.0609),
@@ -82,6 +89,7 @@ impl Model {
             },
             Model::Flux => VaeConfig {
                 latent_channels: 16,
+                use_quant_conv: false,
                 use_post_quant_conv: false,
                 scaling_factor: 0.3611,
                 shift_factor: Some(0.1159),
@@ -186,12 +194,27 @@ impl VaeConfig {
                 return Err(SdError::Config(format!("up block type {t} is not supported (only UpDecoderBlock2D)")));
             }
         }
+        if let Some(types) = obj.get("down_block_types") {
+            let types = types.as_array().ok_or_else(|| bad("down_block_types", "a list of block names"))?;
+            if types.len() != block_out_channels.len() {
+                return Err(SdError::Config(format!(
+                    "{} down_block_types for {} block_out_channels",
+                    types.len(),
+                    block_out_channels.len()
+                )));
+            }
+            if let Some(t) = types.iter().find(|t| t.as_str() != Some("DownEncoderBlock2D")) {
+                return Err(SdError::Config(format!("down block type {t} is not supported (only DownEncoderBlock2D)")));
+            }
+        }
         let cfg = VaeConfig {
             latent_channels: usize_field("latent_channels", Some(4))?,
+            in_channels: usize_field("in_channels", Some(3))?,
             out_channels: usize_field("out_channels", Some(3))?,
             block_out_channels,
             layers_per_block: usize_field("layers_per_block", Some(1))?,
             norm_num_groups: usize_field("norm_num_groups", Some(32))?,
+            use_quant_conv: bool_field("use_quant_conv", true)?,
             use_post_quant_conv: bool_field("use_post_quant_conv", true)?,
             mid_block_add_attention: bool_field("mid_block_add_attention", true)?,
             scaling_factor: f64_field("scaling_factor")?.unwrap_or(0.18215),
@@ -311,6 +334,69 @@ impl VaeConfig {
         out
     }
 
+    /// Every tensor the encoder loads (quant_conv included), in diffusers naming, with its
+    /// shape.
+    pub fn encoder_tensor_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let mut out = Vec::new();
+        let conv = |out: &mut Vec<(String, Vec<usize>)>, name: String, i: usize, o: usize, k: usize| {
+            out.push((format!("{name}.weight"), vec![o, i, k, k]));
+            out.push((format!("{name}.bias"), vec![o]));
+        };
+        let norm = |out: &mut Vec<(String, Vec<usize>)>, name: String, c: usize| {
+            out.push((format!("{name}.weight"), vec![c]));
+            out.push((format!("{name}.bias"), vec![c]));
+        };
+        let resnet = |out: &mut Vec<(String, Vec<usize>)>, name: String, i: usize, o: usize| {
+            norm(out, format!("{name}.norm1"), i);
+            conv(out, format!("{name}.conv1"), i, o, 3);
+            norm(out, format!("{name}.norm2"), o);
+            conv(out, format!("{name}.conv2"), o, o, 3);
+            if i != o {
+                conv(out, format!("{name}.conv_shortcut"), i, o, 1);
+            }
+        };
+        let (moments, top, c0) = (2 * self.latent_channels, self.top_channels(), self.block_out_channels[0]);
+        conv(&mut out, "encoder.conv_in".into(), self.in_channels, c0, 3);
+        for (i, (cin, cout)) in self.down_block_channels().into_iter().enumerate() {
+            for j in 0..self.layers_per_block {
+                resnet(&mut out, format!("encoder.down_blocks.{i}.resnets.{j}"), if j == 0 { cin } else { cout }, cout);
+            }
+            if i + 1 < self.block_out_channels.len() {
+                conv(&mut out, format!("encoder.down_blocks.{i}.downsamplers.0.conv"), cout, cout, 3);
+            }
+        }
+        resnet(&mut out, "encoder.mid_block.resnets.0".into(), top, top);
+        if self.mid_block_add_attention {
+            let a = "encoder.mid_block.attentions.0";
+            norm(&mut out, format!("{a}.group_norm"), top);
+            for l in ["to_q", "to_k", "to_v", "to_out.0"] {
+                out.push((format!("{a}.{l}.weight"), vec![top, top]));
+                out.push((format!("{a}.{l}.bias"), vec![top]));
+            }
+        }
+        resnet(&mut out, "encoder.mid_block.resnets.1".into(), top, top);
+        norm(&mut out, "encoder.conv_norm_out".into(), top);
+        conv(&mut out, "encoder.conv_out".into(), top, moments, 3);
+        if self.use_quant_conv {
+            conv(&mut out, "quant_conv".into(), moments, moments, 1);
+        }
+        out
+    }
+
+    /// `(in, out)` channels of each encoder down block, in execution order (each has
+    /// `layers_per_block` resnets; all but the last end with a stride-2 downsampler).
+    pub fn down_block_channels(&self) -> Vec<(usize, usize)> {
+        let mut prev = self.block_out_channels[0];
+        self.block_out_channels
+            .iter()
+            .map(|&out| {
+                let pair = (prev, out);
+                prev = out;
+                pair
+            })
+            .collect()
+    }
+
     /// Number of decoder parameters (post_quant_conv included).
     pub fn decoder_param_count(&self) -> usize {
         self.diffusers_tensor_shapes().iter().map(|(_, s)| s.iter().product::<usize>()).sum()
@@ -333,6 +419,10 @@ mod tests {
         let flux = Model::Flux.config();
         assert_eq!((flux.latent_channels, flux.shift_factor, flux.use_post_quant_conv), (16, Some(0.1159), false));
         assert_eq!(Model::Sd3.config().scaling_factor, 1.5305);
+        // The SD 1.5 VAE encoder has 34.16 M parameters (quant_conv included).
+        let enc: usize = sd.encoder_tensor_shapes().iter().map(|(_, s)| s.iter().product::<usize>()).sum();
+        assert_eq!(enc, 34_163_664);
+        assert_eq!(sd.down_block_channels(), vec![(128, 128), (128, 256), (256, 512), (512, 512)]);
     }
 
     #[test]

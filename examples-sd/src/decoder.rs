@@ -7,12 +7,12 @@
 //! shortcut runs before conv1 so the wide input dies early; the upsampler's conv runs in
 //! row bands; attention scores are computed in query chunks within a byte cap.
 
+use crate::blocks::{Block, Guard, Resnet, load_attention};
 use crate::config::{NORM_EPS, VaeConfig};
 use crate::error::{Result, SdError};
-use crate::layout::{KeyLayout, KeyStyle};
-use crate::ops;
-use crate::precision::{self, PrecisionStats, SharedStats, all_finite};
-use rocm_vision::nn::{Conv2d, GroupNorm, Linear, SpatialAttention};
+use crate::layout::KeyLayout;
+use crate::precision::{PrecisionStats, SharedStats};
+use rocm_vision::nn::{Conv2d, GroupNorm, SpatialAttention};
 use rocm_vision::{Conv2dParams, DType, Device, Tensor, Weights};
 
 /// Byte caps of the decoder's own scratch buffers (the conv engine's workspace cap lives
@@ -31,86 +31,6 @@ impl Default for ScratchCaps {
     fn default() -> Self {
         ScratchCaps { attention_scores: SpatialAttention::DEFAULT_MAX_SCORE_BYTES, upsample_band: 16 << 20 }
     }
-}
-
-#[derive(Clone, Debug)]
-struct Resnet {
-    norm1: GroupNorm,
-    conv1: Conv2d,
-    norm2: GroupNorm,
-    conv2: Conv2d,
-    shortcut: Option<Conv2d>,
-    /// Run the shortcut before conv1 (it narrows the channels, so the input dies sooner).
-    shortcut_first: bool,
-}
-
-impl Resnet {
-    fn load(w: &Weights, layout: &KeyLayout, key: &str, cin: usize, cout: usize, groups: usize) -> Result<Resnet> {
-        let conv3 = Conv2dParams::default().with_padding(1);
-        let p = |s: &str| w.pp(format!("{key}.{s}"));
-        let shortcut = if cin != cout {
-            Some(Conv2d::load(&p(layout.shortcut()), cin, cout, 1, Conv2dParams::default())?)
-        } else {
-            None
-        };
-        Ok(Resnet {
-            norm1: GroupNorm::load(&p("norm1"), groups, cin, NORM_EPS)?,
-            conv1: Conv2d::load(&p("conv1"), cin, cout, 3, conv3)?,
-            norm2: GroupNorm::load(&p("norm2"), groups, cout, NORM_EPS)?,
-            conv2: Conv2d::load(&p("conv2"), cout, cout, 3, conv3)?,
-            shortcut,
-            shortcut_first: cout <= cin,
-        })
-    }
-
-    fn forward(&self, x: Tensor) -> Result<Tensor> {
-        let mut h = self.norm1.forward_silu(&x)?;
-        let mut input = Some(x);
-        let mut skip = None;
-        if let (Some(sc), true) = (&self.shortcut, self.shortcut_first) {
-            let x = input.take().expect("input not yet consumed");
-            skip = Some(sc.forward(&x)?);
-        }
-        h = self.conv1.forward(&h)?;
-        h = self.norm2.forward_silu(&h)?;
-        // Without a widening shortcut the residual exists before conv2, which adds it as it
-        // writes its output (no second pass over memory).
-        let skip = match (skip, input.take(), &self.shortcut) {
-            (Some(s), _, _) => s,
-            (None, Some(x), None) => x,
-            (None, Some(x), Some(sc)) => {
-                // A widening shortcut runs after conv2, so the narrower input is all that
-                // is alive beside conv2's operands (the decoder never widens).
-                let h = self.conv2.forward(&h)?;
-                return ops::add_assign(h, &sc.forward(&x)?);
-            }
-            (None, None, _) => return Err(SdError::Output("resnet: residual lost (internal error)".into())),
-        };
-        Ok(self.conv2.forward_fused(&h, Some(&skip), 1.0)?)
-    }
-
-    /// The same block with its weights in `dtype` (copies).
-    fn to_dtype(&self, dtype: DType) -> Result<Resnet> {
-        Ok(Resnet {
-            norm1: precision::norm_in(&self.norm1, dtype)?,
-            conv1: precision::conv_in(&self.conv1, dtype)?,
-            norm2: precision::norm_in(&self.norm2, dtype)?,
-            conv2: precision::conv_in(&self.conv2, dtype)?,
-            shortcut: self.shortcut.as_ref().map(|c| precision::conv_in(c, dtype)).transpose()?,
-            shortcut_first: self.shortcut_first,
-        })
-    }
-}
-
-/// One block of the decoder, as the f16 overflow guard checks and reruns them.
-#[derive(Clone, Copy)]
-enum Block<'a> {
-    Conv(&'a Conv2d),
-    Resnet(&'a Resnet),
-    Attention(&'a SpatialAttention),
-    Upsample(&'a Conv2d),
-    /// norm_out + SiLU + conv_out.
-    Out,
 }
 
 #[derive(Clone, Debug)]
@@ -162,8 +82,11 @@ impl Decoder {
             Resnet::load(&w, &layout, &layout.mid_resnet(0), top, top, groups)?,
             Resnet::load(&w, &layout, &layout.mid_resnet(1), top, top, groups)?,
         ];
-        let attention =
-            if config.mid_block_add_attention { Some(load_attention(&w, &layout, top, groups)?) } else { None };
+        let attention = if config.mid_block_add_attention {
+            Some(load_attention(&w, &layout, &layout.attention(), top, groups)?)
+        } else {
+            None
+        };
         let n = config.num_up_blocks();
         let mut up_blocks = Vec::with_capacity(n);
         for (i, (cin, cout)) in config.up_block_channels().into_iter().enumerate() {
@@ -311,43 +234,13 @@ impl Decoder {
                 z.dims()
             )));
         }
-        if !self.overflow_guard() {
-            return self
-                .pass(z, None, observe)?
-                .map_err(|_| SdError::Internal("a pass without checks overflowed".into()));
-        }
-        // The f16 overflow guard. An inf or NaN never disappears on its way through the
-        // decoder (norms, convolutions, SiLU, attention and additions all carry it), so
-        // the image alone says whether anything overflowed: the first pass is the plain
-        // f16 decode plus one check of its (3-channel) output. Only when that fails are
-        // the blocks checked one by one, and each block found overflowing is added to the
-        // set run in f32 and the decode restarted from the latents (kept: they are small).
-        // No block input is kept alive for a rerun, so the normal path's memory and
-        // in-place reuse are exactly the unguarded decode's.
-        let y = self.pass(z.clone(), None, observe)?.map_err(|_| SdError::Internal("unchecked pass".into()))?;
-        self.stats.update(|s| s.checked_blocks = 1);
-        if all_finite(&y)? {
-            return Ok(y);
-        }
-        drop(y);
-        let mut in_f32: Vec<String> = Vec::new();
-        loop {
-            self.stats.update(|s| {
-                s.checked_blocks = 0;
-                s.continued_in_f32.clear();
-            });
-            match self.pass(z.clone(), Some(&in_f32), observe)? {
-                Ok(y) => return Ok(y),
-                Err(block) => {
-                    tracing::warn!(block = block.as_str(), "f16 overflow (inf/NaN) in {block}: recomputing it in f32");
-                    if in_f32.contains(&block) {
-                        return Err(SdError::Internal(format!("{block} overflowed again in f32")));
-                    }
-                    in_f32.push(block.clone());
-                    self.stats.update(|s| s.recomputed_in_f32.push(block));
-                }
-            }
-        }
+        // The f16 overflow guard (crate::blocks::Guard::run): the plain f16 decode and one
+        // check of its (3-channel) image; only after an overflow a rerun checking each block.
+        self.guard().run(z, self.overflow_guard(), |z, in_f32| self.pass(z, in_f32, observe))
+    }
+
+    fn guard(&self) -> Guard<'_> {
+        Guard { dtype: self.dtype, stats: &self.stats }
     }
 
     /// One pass over the network: without checks (`in_f32` is `None`), or checking every
@@ -362,11 +255,12 @@ impl Decoder {
         // The dtype the activations are in: the decoder's, or f32 after an f16 overflow
         // that outlived its block.
         let mut state = self.dtype;
+        let guard = self.guard();
         let mut x = z;
         macro_rules! run {
             ($name:expr, $block:expr) => {{
                 let name: String = $name.into();
-                match self.guarded(&name, $block, x, in_f32, &mut state)? {
+                match guard.block(&name, $block, x, in_f32, &mut state)? {
                     Some(y) => y,
                     None => return Ok(Err(name)),
                 }
@@ -391,75 +285,13 @@ impl Decoder {
                 x = run!(format!("decoder.up_blocks.{i}.resnets.{j}"), Block::Resnet(r));
             }
             if let Some(up) = &block.upsampler {
-                x = run!(format!("decoder.up_blocks.{i}.upsamplers.0"), Block::Upsample(up));
+                x = run!(format!("decoder.up_blocks.{i}.upsamplers.0"), Block::Upsample(up, self.caps.upsample_band));
             }
             observe(&format!("decoder.up_blocks.{i}"), &x);
         }
-        x = run!("decoder.conv_out", Block::Out);
+        x = run!("decoder.conv_out", Block::NormConv(&self.norm_out, &self.conv_out));
         observe("decoder.conv_out", &x);
         Ok(Ok(x))
-    }
-
-    /// Runs `block` on `x` with activations and weights in `dtype` (weights converted for
-    /// this call when they are stored in another dtype).
-    fn run_block(&self, block: Block<'_>, x: Tensor, dtype: DType) -> Result<Tensor> {
-        let conv = |c: &Conv2d| precision::conv_in(c, dtype);
-        let same = dtype == self.dtype;
-        Ok(match block {
-            Block::Conv(c) if same => c.forward(&x)?,
-            Block::Conv(c) => conv(c)?.forward(&x)?,
-            Block::Resnet(r) if same => r.forward(x)?,
-            Block::Resnet(r) => r.to_dtype(dtype)?.forward(x)?,
-            Block::Attention(a) if same => a.forward(&x)?,
-            Block::Attention(a) => precision::attention_in(a, dtype)?.forward(&x)?,
-            Block::Upsample(c) if same => ops::upsample2x_conv3x3(&x, c, self.caps.upsample_band)?,
-            Block::Upsample(c) => ops::upsample2x_conv3x3(&x, &conv(c)?, self.caps.upsample_band)?,
-            Block::Out if same => self.conv_out.forward(&self.norm_out.forward_silu(&x)?)?,
-            Block::Out => {
-                conv(&self.conv_out)?.forward(&precision::norm_in(&self.norm_out, dtype)?.forward_silu(&x)?)?
-            }
-        })
-    }
-
-    /// Runs one block: plainly (no checks), or checked: in f32 when it is named in
-    /// `in_f32` or the values before it are past f16's range (`state` is f32), else in
-    /// f16 with `None` when its output is not finite.
-    fn guarded(
-        &self,
-        name: &str,
-        block: Block<'_>,
-        x: Tensor,
-        in_f32: Option<&[String]>,
-        state: &mut DType,
-    ) -> Result<Option<Tensor>> {
-        let Some(in_f32) = in_f32 else {
-            return Ok(Some(self.run_block(block, x, self.dtype)?));
-        };
-        self.stats.update(|s| s.checked_blocks += 1);
-        if *state == DType::F32 {
-            self.stats.update(|s| s.continued_in_f32.push(name.to_string()));
-            let y = self.run_block(block, x, DType::F32)?;
-            return self.back_to_half(y, state).map(Some);
-        }
-        if in_f32.iter().any(|b| b == name) {
-            let y = self.run_block(block, x.to_dtype(DType::F32)?, DType::F32)?;
-            return self.back_to_half(y, state).map(Some);
-        }
-        let y = self.run_block(block, x, self.dtype)?;
-        Ok(if all_finite(&y)? { Some(y) } else { None })
-    }
-
-    /// An f32 block output back in f16 when every value fits; else it stays f32 and the
-    /// next block runs in f32 too.
-    fn back_to_half(&self, y: Tensor, state: &mut DType) -> Result<Tensor> {
-        let h = y.to_dtype(self.dtype)?;
-        if all_finite(&h)? {
-            *state = self.dtype;
-            Ok(h)
-        } else {
-            *state = DType::F32;
-            Ok(y)
-        }
     }
 }
 
@@ -534,30 +366,4 @@ fn check_matches_config(w: &Weights, layout: &KeyLayout, config: &VaeConfig) -> 
         }),
         _ => Ok(()),
     }
-}
-
-fn load_attention(w: &Weights, layout: &KeyLayout, c: usize, groups: usize) -> Result<SpatialAttention> {
-    let a = w.pp(layout.attention());
-    let [norm, q, k, v, out] = layout.attention_parts();
-    let linear = |name: &str| -> Result<Linear> {
-        let p = a.pp(name);
-        let weight = match layout.style {
-            KeyStyle::Diffusers => p.get("weight", &[c, c])?,
-            // The original layout stores these as 1x1 convs.
-            KeyStyle::Original => match p.info("weight").map(|(s, _)| s) {
-                Some(s) if s == [c, c] => p.get("weight", &[c, c])?,
-                _ => p.get("weight", &[c, c, 1, 1])?.reshape(&[c, c])?,
-            },
-        };
-        let bias = if p.contains("bias") { Some(p.get("bias", &[c])?) } else { None };
-        Ok(Linear::new(weight, bias))
-    };
-    Ok(SpatialAttention {
-        norm: GroupNorm::load(&a.pp(norm), groups, c, NORM_EPS)?,
-        q: linear(q)?,
-        k: linear(k)?,
-        v: linear(v)?,
-        out: linear(out)?,
-        max_score_bytes: SpatialAttention::DEFAULT_MAX_SCORE_BYTES,
-    })
 }

@@ -30,6 +30,11 @@ pub enum SdError {
     #[error("latents: {0}")]
     Latents(String),
 
+    /// An image the encoder cannot take: its rank, channel count or size (a multiple of
+    /// 8 for the published VAEs).
+    #[error("image: {0}")]
+    ImageShape(String),
+
     #[error("{path} exists; pass --force to overwrite it")]
     OutputExists { path: PathBuf },
 

@@ -1,4 +1,5 @@
-//! Latents in (safetensors or .npy), PNG images out.
+//! Latents in and out (safetensors or .npy), images in (PNG, JPEG, WebP; the encoder's
+//! input) and out (PNG).
 
 use crate::error::{Result, SdError};
 use rocm_vision::{DType, Device, Tensor, Weights};
@@ -62,6 +63,97 @@ pub fn load_latents(path: &Path, key: Option<&str>, device: &Device) -> Result<T
         }
     };
     Ok(t.to_dtype(DType::F32)?)
+}
+
+/// Decoded bytes any image file may ask for (the rule of examples-sr's `decode_limits`:
+/// 64 MiB, plus 1100 bytes per byte of file beyond it), so a small file that claims a
+/// huge image fails before allocating it.
+fn image_limits(file_len: u64) -> image::Limits {
+    let mut l = image::Limits::default();
+    l.max_alloc = Some((64u64 << 20).saturating_add(file_len.saturating_mul(1100)) / 2);
+    l
+}
+
+/// Reads an image (PNG, JPEG or WebP, by content) as the encoder takes it: `[1, 3, H, W]`
+/// f32 in [-1, 1], as diffusers' `VaeImageProcessor` makes it (`v / 255 · 2 − 1` per
+/// 8-bit value, `v / 65535` for 16-bit images). Grey images become RGB; an alpha channel
+/// is dropped (`.convert("RGB")`, as diffusers' `load_image`). Also returns whether the
+/// file had an alpha channel.
+pub fn load_image(path: &Path, device: &Device) -> Result<(Tensor, bool)> {
+    let bad = |msg: String| SdError::Image { path: path.to_path_buf(), msg };
+    let bytes = std::fs::read(path).map_err(|source| SdError::Io { path: path.to_path_buf(), source })?;
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(&bytes));
+    if let Ok(format) = image::ImageFormat::from_path(path) {
+        reader.set_format(format);
+    }
+    let mut reader = reader.with_guessed_format().map_err(|source| SdError::Io { path: path.to_path_buf(), source })?;
+    reader.limits(image_limits(bytes.len() as u64));
+    if reader.format().is_none() {
+        return Err(bad("not a recognised image format (PNG, JPEG and WebP are read)".into()));
+    }
+    let img = reader.decode().map_err(|e| bad(format!("cannot decode: {e}")))?;
+    let alpha = img.color().has_alpha();
+    let (w, h) = (img.width() as usize, img.height() as usize);
+    let sixteen = img.color().bytes_per_pixel() / img.color().channel_count() > 1;
+    // Interleaved values in [0, 1] (f32 arithmetic, as numpy's on a float32 array).
+    let unit: Vec<f32> = if sixteen {
+        img.into_rgb16().into_raw().into_iter().map(|v| v as f32 / 65535.0).collect()
+    } else {
+        img.into_rgb8().into_raw().into_iter().map(|v| v as f32 / 255.0).collect()
+    };
+    let mut planar = vec![0f32; 3 * h * w];
+    for (i, px) in unit.chunks_exact(3).enumerate() {
+        for c in 0..3 {
+            planar[c * h * w + i] = 2.0 * px[c] - 1.0;
+        }
+    }
+    Ok((Tensor::from_vec(planar, &[1, 3, h, w], device)?, alpha))
+}
+
+/// Fails, before any work, if `path` is not a `.safetensors` or `.npy` path in a writable
+/// folder, or exists and `force` is off.
+pub fn check_latents_output(path: &Path, force: bool) -> Result<()> {
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    if !matches!(ext.as_deref(), Some("safetensors" | "npy")) {
+        return Err(SdError::Output(format!(
+            "{}: the latents are written as .safetensors or .npy (by the extension)",
+            path.display()
+        )));
+    }
+    let dir = parent_dir(path);
+    if let Err(why) = cli_support::check_writable_dir(&dir) {
+        return Err(SdError::Output(format!("{}: output folder {}: {why}", path.display(), dir.display())));
+    }
+    if path.is_dir() {
+        return Err(SdError::Output(format!("{} is a directory", path.display())));
+    }
+    if path.exists() && !force {
+        return Err(SdError::OutputExists { path: path.to_path_buf() });
+    }
+    Ok(())
+}
+
+/// Writes latents `[N, C, h, w]` as f32: a `.safetensors` file with the one tensor
+/// `latents` (what [`load_latents`] and `sd-vae-decode` read back) or a `.npy` array,
+/// through a partial file renamed into place (as [`write_png`]).
+pub fn write_latents(latents: &Tensor, path: &Path, force: bool) -> Result<()> {
+    check_latents_output(path, true)?;
+    let t = latents.to_dtype(DType::F32)?;
+    let npy = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("npy"));
+    let io = |source| SdError::Io { path: path.to_path_buf(), source };
+    let mut partial = cli_support::partial::Partial::create(path).map_err(io)?;
+    if npy {
+        let bytes = crate::npy::write_f32(t.dims(), &t.to_vec::<f32>()?);
+        std::io::Write::write_all(partial.file(), &bytes).map_err(io)?;
+    } else {
+        // candle writes the file itself: over the (empty) partial file, renamed below.
+        let map = std::collections::HashMap::from([("latents".to_string(), t.to_candle()?)]);
+        candle_core::safetensors::save(&map, partial.path())?;
+    }
+    partial.commit(path, force).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => SdError::OutputExists { path: path.to_path_buf() },
+        _ => io(e),
+    })
 }
 
 /// The files a batch of `n` images is written to: `out` itself for one image, else

@@ -9,6 +9,10 @@
 //! | `….conv_shortcut` | `….nin_shortcut` |
 //! | `decoder.up_blocks.{i}.upsamplers.0.conv` | `decoder.up.{n-1-i}.upsample.conv` |
 //! | `decoder.conv_norm_out` | `decoder.norm_out` |
+//!
+//! The encoder (`encoder.` instead of `decoder.`, plus `quant_conv`) maps the same way,
+//! except that its blocks keep their order: `encoder.down_blocks.{i}.resnets.{j}` is
+//! `encoder.down.{i}.block.{j}` and `….downsamplers.0.conv` is `encoder.down.{i}.downsample.conv`.
 
 use crate::error::{Result, SdError};
 use rocm_vision::Weights;
@@ -48,22 +52,32 @@ impl fmt::Display for KeyLayout {
     }
 }
 
-/// Keys whose presence identifies a style (both must be there).
-fn sentinels(style: KeyStyle) -> [&'static str; 2] {
+/// Keys whose presence identifies a style (both must be there) for a `part` of the VAE
+/// (`"decoder"` or `"encoder"`).
+fn sentinels(style: KeyStyle, part: &str) -> [String; 2] {
     match style {
-        KeyStyle::Diffusers => ["decoder.conv_in.weight", "decoder.mid_block.resnets.0.conv1.weight"],
-        KeyStyle::Original => ["decoder.conv_in.weight", "decoder.mid.block_1.conv1.weight"],
+        KeyStyle::Diffusers => [format!("{part}.conv_in.weight"), format!("{part}.mid_block.resnets.0.conv1.weight")],
+        KeyStyle::Original => [format!("{part}.conv_in.weight"), format!("{part}.mid.block_1.conv1.weight")],
     }
 }
 
 impl KeyLayout {
-    /// Finds the one layout `w` uses; an error lists the keys looked for and some keys
-    /// the file has.
+    /// Finds the one layout `w`'s decoder uses; an error lists the keys looked for and
+    /// some keys the file has.
     pub fn detect(w: &Weights, num_up_blocks: usize) -> Result<KeyLayout> {
+        Self::detect_part(w, "decoder", num_up_blocks)
+    }
+
+    /// Finds the one layout `w`'s encoder uses (`num_blocks`: its down blocks).
+    pub fn detect_encoder(w: &Weights, num_blocks: usize) -> Result<KeyLayout> {
+        Self::detect_part(w, "encoder", num_blocks)
+    }
+
+    fn detect_part(w: &Weights, part: &str, num_up_blocks: usize) -> Result<KeyLayout> {
         let mut found = Vec::new();
         for style in [KeyStyle::Diffusers, KeyStyle::Original] {
             for prefix in PREFIXES {
-                if sentinels(style).iter().all(|k| w.contains(&format!("{prefix}{k}"))) {
+                if sentinels(style, part).iter().all(|k| w.contains(&format!("{prefix}{k}"))) {
                     found.push(KeyLayout { style, prefix: prefix.to_string(), num_up_blocks });
                 }
             }
@@ -71,8 +85,8 @@ impl KeyLayout {
         match found.len() {
             1 => Ok(found.pop().expect("one")),
             0 => {
-                let [a, b] = sentinels(KeyStyle::Diffusers);
-                let [_, c] = sentinels(KeyStyle::Original);
+                let [a, b] = sentinels(KeyStyle::Diffusers, part);
+                let [_, c] = sentinels(KeyStyle::Original, part);
                 Err(SdError::UnknownLayout {
                     path: w.path().to_path_buf(),
                     expected: format!(
@@ -86,7 +100,7 @@ impl KeyLayout {
             _ => Err(SdError::WeightsMismatch {
                 path: w.path().to_path_buf(),
                 msg: format!(
-                    "ambiguous: the file holds more than one VAE decoder ({})",
+                    "ambiguous: the file holds more than one VAE {part} ({})",
                     found.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
                 ),
             }),
@@ -107,16 +121,26 @@ impl KeyLayout {
 
     /// Mid-block resnet 0 or 1.
     pub fn mid_resnet(&self, i: usize) -> String {
+        self.mid_resnet_of("decoder", i)
+    }
+
+    /// Mid-block resnet 0 or 1 of `part` (`"encoder"` or `"decoder"`).
+    pub fn mid_resnet_of(&self, part: &str, i: usize) -> String {
         match self.style {
-            KeyStyle::Diffusers => self.key(format_args!("decoder.mid_block.resnets.{i}")),
-            KeyStyle::Original => self.key(format_args!("decoder.mid.block_{}", i + 1)),
+            KeyStyle::Diffusers => self.key(format_args!("{part}.mid_block.resnets.{i}")),
+            KeyStyle::Original => self.key(format_args!("{part}.mid.block_{}", i + 1)),
         }
     }
 
     pub fn attention(&self) -> String {
+        self.attention_of("decoder")
+    }
+
+    /// The mid-block attention of `part` (`"encoder"` or `"decoder"`).
+    pub fn attention_of(&self, part: &str) -> String {
         match self.style {
-            KeyStyle::Diffusers => self.key("decoder.mid_block.attentions.0"),
-            KeyStyle::Original => self.key("decoder.mid.attn_1"),
+            KeyStyle::Diffusers => self.key(format_args!("{part}.mid_block.attentions.0")),
+            KeyStyle::Original => self.key(format_args!("{part}.mid.attn_1")),
         }
     }
 
@@ -151,14 +175,48 @@ impl KeyLayout {
     }
 
     pub fn norm_out(&self) -> String {
+        self.norm_out_of("decoder")
+    }
+
+    /// The final GroupNorm of `part` (`"encoder"` or `"decoder"`).
+    pub fn norm_out_of(&self, part: &str) -> String {
         match self.style {
-            KeyStyle::Diffusers => self.key("decoder.conv_norm_out"),
-            KeyStyle::Original => self.key("decoder.norm_out"),
+            KeyStyle::Diffusers => self.key(format_args!("{part}.conv_norm_out")),
+            KeyStyle::Original => self.key(format_args!("{part}.norm_out")),
         }
     }
 
     pub fn conv_out(&self) -> String {
         self.key("decoder.conv_out")
+    }
+
+    // The encoder's keys.
+
+    pub fn quant_conv(&self) -> String {
+        self.key("quant_conv")
+    }
+
+    pub fn encoder_conv_in(&self) -> String {
+        self.key("encoder.conv_in")
+    }
+
+    /// Resnet `j` of down block `i` (both layouts number down blocks from the input side).
+    pub fn down_resnet(&self, i: usize, j: usize) -> String {
+        match self.style {
+            KeyStyle::Diffusers => self.key(format_args!("encoder.down_blocks.{i}.resnets.{j}")),
+            KeyStyle::Original => self.key(format_args!("encoder.down.{i}.block.{j}")),
+        }
+    }
+
+    pub fn downsampler_conv(&self, i: usize) -> String {
+        match self.style {
+            KeyStyle::Diffusers => self.key(format_args!("encoder.down_blocks.{i}.downsamplers.0.conv")),
+            KeyStyle::Original => self.key(format_args!("encoder.down.{i}.downsample.conv")),
+        }
+    }
+
+    pub fn encoder_conv_out(&self) -> String {
+        self.key("encoder.conv_out")
     }
 }
 
@@ -177,5 +235,11 @@ mod tests {
         assert_eq!(d.up_resnet(3, 0), "decoder.up_blocks.3.resnets.0");
         assert_eq!(d.upsampler_conv(0), "decoder.up_blocks.0.upsamplers.0.conv");
         assert_eq!(d.attention(), "decoder.mid_block.attentions.0");
+        // The encoder keeps the down blocks' order in both layouts.
+        assert_eq!(l.down_resnet(1, 0), "first_stage_model.encoder.down.1.block.0");
+        assert_eq!(l.downsampler_conv(2), "first_stage_model.encoder.down.2.downsample.conv");
+        assert_eq!(l.attention_of("encoder"), "first_stage_model.encoder.mid.attn_1");
+        assert_eq!(d.downsampler_conv(0), "encoder.down_blocks.0.downsamplers.0.conv");
+        assert_eq!(d.norm_out_of("encoder"), "encoder.conv_norm_out");
     }
 }

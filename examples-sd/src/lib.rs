@@ -1,6 +1,7 @@
-//! SD 1.x/2.x, SDXL, SD3 and FLUX VAE decoders (diffusers' `AutoencoderKL` decoder) on
-//! rocm-vision: weights in the diffusers or the original key layout, exact decode within a
-//! memory budget, optional tiled decode, PNG output.
+//! SD 1.x/2.x, SDXL, SD3 and FLUX VAE decoders and encoders (diffusers' `AutoencoderKL`)
+//! on rocm-vision: weights in the diffusers or the original key layout, exact decode and
+//! encode within a memory budget, optional tiled decode, PNG output, images in
+//! ([`Encoder`]).
 //!
 //! ```no_run
 //! # fn main() -> examples_sd::Result<()> {
@@ -15,8 +16,13 @@
 //! # Ok(()) }
 //! ```
 
+mod blocks;
+#[doc(hidden)]
+pub mod cli;
 pub mod config;
 pub mod decoder;
+pub mod encode_plan;
+pub mod encoder;
 pub mod error;
 pub mod io;
 pub mod layout;
@@ -29,6 +35,8 @@ pub mod tiled;
 
 pub use config::{Model, NORM_EPS, VaeConfig};
 pub use decoder::{Decoder, ScratchCaps};
+pub use encode_plan::EncodePlan;
+pub use encoder::{Encoder, LatentDist};
 pub use error::{Result, SdError};
 pub use layout::{KeyLayout, KeyStyle};
 pub use memory::{MemoryPlan, peak_rss_bytes};

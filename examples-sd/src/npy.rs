@@ -143,9 +143,41 @@ pub fn read(bytes: &[u8]) -> Result<Tensor, String> {
     Tensor::from_raw_buffer(data, h.dtype, &h.shape, &Device::Cpu).map_err(err)
 }
 
+/// An f32 array of `shape` (C order, little-endian) as a version 1.0 `.npy` file.
+pub fn write_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+    // NumPy pads the header with spaces and a newline to a multiple of 64 bytes.
+    while (MAGIC.len() + 4 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut v = MAGIC.to_vec();
+    v.extend_from_slice(&[1, 0]);
+    v.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    v.extend_from_slice(header.as_bytes());
+    v.extend(data.iter().flat_map(|x| x.to_le_bytes()));
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_what_it_reads() {
+        let v: Vec<f32> = (0..24).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let bytes = write_f32(&[1, 2, 3, 4], &v);
+        assert_eq!((MAGIC.len() + 4 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize) % 64, 0);
+        let t = read(&bytes).unwrap();
+        assert_eq!(t.dims(), &[1, 2, 3, 4]);
+        assert_eq!(t.flatten_all().unwrap().to_vec1::<f32>().unwrap(), v);
+        assert_eq!(read(&write_f32(&[3], &[1., 2., 3.])).unwrap().dims(), &[3]);
+    }
 
     pub(crate) fn npy(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
         let mut header = format!(

@@ -1,4 +1,5 @@
-//! The exact memory plan of a decode, before running it: [`Decoder::plan`].
+//! The exact memory plan of a decode, before running it: [`Decoder::plan`] (the encoder's:
+//! [`crate::encode_plan`], on the same walk).
 //!
 //! The plan walks the decode the way [`Decoder::decode`] runs it — every tensor the run
 //! allocates, when it is freed, and for every convolution the workspace of the plan the
@@ -103,7 +104,7 @@ pub struct StageMemory {
 }
 
 /// Live and peak bytes along the walk, and where the peak was.
-struct Walk<'a> {
+pub(crate) struct Walk<'a> {
     device: &'a Device,
     dtype: DType,
     live: usize,
@@ -113,17 +114,39 @@ struct Walk<'a> {
     stages: Vec<StageMemory>,
     /// Buffers the CPU's gemm crate keeps per thread (see [`DecodePlan::engine_scratch`]).
     retained: usize,
+    /// Whether convolution workspace is counted (off: activations only, for the budget
+    /// split of [`crate::Encoder::plan`]).
+    count_workspace: bool,
 }
 
-impl Walk<'_> {
-    fn bytes(&self, elems: usize, dtype: DType) -> usize {
+impl<'a> Walk<'a> {
+    pub(crate) fn new(device: &'a Device, dtype: DType) -> Walk<'a> {
+        Walk {
+            device,
+            dtype,
+            live: 0,
+            peak: 0,
+            peak_at: String::new(),
+            stage: String::new(),
+            stages: vec![],
+            retained: 0,
+            count_workspace: true,
+        }
+    }
+
+    pub(crate) fn without_workspace(mut self) -> Self {
+        self.count_workspace = false;
+        self
+    }
+
+    pub(crate) fn bytes(&self, elems: usize, dtype: DType) -> usize {
         self.device.allocation_bytes(elems * dtype.size_in_bytes())
     }
     /// A map of `c × h × w` in the decode's dtype.
-    fn map(&self, c: usize, h: usize, w: usize) -> usize {
+    pub(crate) fn map(&self, c: usize, h: usize, w: usize) -> usize {
         self.bytes(c * h * w, self.dtype)
     }
-    fn alloc(&mut self, n: usize) -> usize {
+    pub(crate) fn alloc(&mut self, n: usize) -> usize {
         self.live += n;
         if self.live > self.peak {
             self.peak = self.live;
@@ -135,26 +158,32 @@ impl Walk<'_> {
         n
     }
     /// Starts the next block.
-    fn enter(&mut self, name: impl Into<String>) {
+    pub(crate) fn enter(&mut self, name: impl Into<String>) {
         self.close();
         self.stage = name.into();
         self.stages.push(StageMemory { name: self.stage.clone(), peak: self.live, live_after: self.live });
     }
-    fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         if let Some(st) = self.stages.last_mut() {
             st.live_after = self.live;
         }
     }
-    fn free(&mut self, n: usize) {
+    pub(crate) fn free(&mut self, n: usize) {
         self.live -= n.min(self.live);
     }
-    fn transient(&mut self, n: usize) {
+    pub(crate) fn transient(&mut self, n: usize) {
         self.alloc(n);
         self.free(n);
     }
     /// A convolution of a `c × h × w` input by `k` `r × r` filters: its output (returned,
     /// live) and, while it runs, the workspace of the dispatcher's plan for it now.
-    fn conv(&mut self, (c, h, w): (usize, usize, usize), k: usize, r: usize, params: Conv2dParams) -> Result<usize> {
+    pub(crate) fn conv(
+        &mut self,
+        (c, h, w): (usize, usize, usize),
+        k: usize,
+        r: usize,
+        params: Conv2dParams,
+    ) -> Result<usize> {
         let p = ConvProblem::conv2d(&[1, c, h, w], &[k, c, r, r], self.dtype, self.dtype, &params)
             .map_err(rocm_vision::Error::from)?;
         let [oh, ow] = p.geometry().out_hw();
@@ -163,7 +192,10 @@ impl Walk<'_> {
         Ok(out)
     }
     /// The workspace of the dispatcher's plan for `p` with what is live now, while it runs.
-    fn workspace(&mut self, p: &ConvProblem) -> Result<()> {
+    pub(crate) fn workspace(&mut self, p: &ConvProblem) -> Result<()> {
+        if !self.count_workspace {
+            return Ok(());
+        }
         let plan = self.device.conv_plan_with_live(p, self.live)?;
         let ws = if plan.workspace_bytes > 0 { self.device.allocation_bytes(plan.workspace_bytes) } else { 0 };
         if self.device.is_cpu() && plan.algorithm == Algorithm::Gemm1x1 && plan.chunks == 1 {
@@ -180,7 +212,7 @@ impl Walk<'_> {
     /// The f16 guard's check of the image: one exact sum (2 KiB) per channel. (Blocks are
     /// checked one by one only after that check fails, on the rare rerun the plan leaves
     /// out.)
-    fn check_output(&mut self, c: usize, guard: bool) {
+    pub(crate) fn check_output(&mut self, c: usize, guard: bool) {
         if guard {
             self.transient(c * (crate::precision::EXACT_SUM_BYTES + 8));
         }
@@ -268,11 +300,23 @@ pub fn weight_bytes(config: &VaeConfig, dtype: DType, device: &Device) -> usize 
         .sum()
 }
 
-struct Walked {
-    peak: usize,
-    peak_at: String,
-    stages: Vec<StageMemory>,
-    retained: usize,
+pub(crate) struct Walked {
+    pub peak: usize,
+    pub peak_at: String,
+    pub stages: Vec<StageMemory>,
+    pub retained: usize,
+}
+
+impl Walk<'_> {
+    /// The walk's result.
+    pub(crate) fn finish(mut self) -> Walked {
+        self.close();
+        Walked { peak: self.peak, peak_at: self.peak_at, stages: self.stages, retained: self.retained }
+    }
+
+    pub(crate) fn dtype(&self) -> DType {
+        self.dtype
+    }
 }
 
 /// The walk of one decode of an `h × w` latent (f32 latents given): its peak and where.
@@ -284,16 +328,7 @@ fn walk(
     caps: ScratchCaps,
     guard: bool,
 ) -> Result<Walked> {
-    let mut s = Walk {
-        device,
-        dtype,
-        live: 0,
-        peak: 0,
-        peak_at: String::new(),
-        stage: String::new(),
-        stages: vec![],
-        retained: 0,
-    };
+    let mut s = Walk::new(device, dtype);
     s.enter("unscale");
     let (lat, top) = (config.latent_channels, config.top_channels());
     let conv3 = Conv2dParams::default().with_padding(1);
@@ -325,42 +360,6 @@ fn walk(
         s.free(x);
     }
     x = y;
-    let resnet = |s: &mut Walk, name: String, x: usize, cin: usize, cout: usize, h: usize, w: usize| -> Result<usize> {
-        s.enter(name);
-        let n1 = s.alloc(s.map(cin, h, w)); // norm1 + SiLU
-        let mut x_live = true;
-        let mut skip = 0;
-        let shortcut_first = cin != cout && cout <= cin;
-        if shortcut_first {
-            skip = s.conv((cin, h, w), cout, 1, conv1)?;
-            s.free(x); // the input dies once the narrowing shortcut has read it
-            x_live = false;
-        }
-        let c1 = s.conv((cin, h, w), cout, 3, conv3)?;
-        s.free(n1);
-        let n2 = s.alloc(s.map(cout, h, w)); // norm2 + SiLU
-        s.free(c1);
-        let out = if cin != cout && !shortcut_first {
-            // Widening: conv2, then the shortcut, added in place.
-            let c2 = s.conv((cout, h, w), cout, 3, conv3)?;
-            s.free(n2);
-            let sc = s.conv((cin, h, w), cout, 1, conv1)?;
-            s.free(sc);
-            c2
-        } else {
-            // conv2 with the residual (input or shortcut) fused.
-            let c2 = s.conv((cout, h, w), cout, 3, conv3)?;
-            s.free(n2);
-            c2
-        };
-        if skip > 0 {
-            s.free(skip);
-        }
-        if x_live {
-            s.free(x);
-        }
-        Ok(out)
-    };
     x = resnet(&mut s, "decoder.mid_block.resnets.0".into(), x, top, top, h, w)?;
     if config.mid_block_add_attention {
         s.enter("decoder.mid_block.attentions.0");
@@ -402,8 +401,57 @@ fn walk(
     Ok(Walked { peak: s.peak, peak_at: s.peak_at, stages: s.stages, retained: s.retained })
 }
 
+/// `Resnet::forward` (crate::blocks) of a `cin × h × w` input `x` (live, freed here) to
+/// `cout` channels: which tensors it holds.
+pub(crate) fn resnet(
+    s: &mut Walk,
+    name: String,
+    x: usize,
+    cin: usize,
+    cout: usize,
+    h: usize,
+    w: usize,
+) -> Result<usize> {
+    let conv3 = Conv2dParams::default().with_padding(1);
+    let conv1 = Conv2dParams::default();
+    s.enter(name);
+    let n1 = s.alloc(s.map(cin, h, w)); // norm1 + SiLU
+    let mut x_live = true;
+    let mut skip = 0;
+    let shortcut_first = cin != cout && cout <= cin;
+    if shortcut_first {
+        skip = s.conv((cin, h, w), cout, 1, conv1)?;
+        s.free(x); // the input dies once the narrowing shortcut has read it
+        x_live = false;
+    }
+    let c1 = s.conv((cin, h, w), cout, 3, conv3)?;
+    s.free(n1);
+    let n2 = s.alloc(s.map(cout, h, w)); // norm2 + SiLU
+    s.free(c1);
+    let out = if cin != cout && !shortcut_first {
+        // Widening: conv2, then the shortcut, added in place.
+        let c2 = s.conv((cout, h, w), cout, 3, conv3)?;
+        s.free(n2);
+        let sc = s.conv((cin, h, w), cout, 1, conv1)?;
+        s.free(sc);
+        c2
+    } else {
+        // conv2 with the residual (input or shortcut) fused.
+        let c2 = s.conv((cout, h, w), cout, 3, conv3)?;
+        s.free(n2);
+        c2
+    };
+    if skip > 0 {
+        s.free(skip);
+    }
+    if x_live {
+        s.free(x);
+    }
+    Ok(out)
+}
+
 /// `SpatialAttention::forward` over `t` pixels of `c` channels: which tensors it holds.
-fn attention(s: &mut Walk, x: usize, c: usize, t: usize, max_score_bytes: usize) -> Result<usize> {
+pub(crate) fn attention(s: &mut Walk, x: usize, c: usize, t: usize, max_score_bytes: usize) -> Result<usize> {
     let m = s.map(c, 1, t);
     // The normalised map and its [t, c] copy.
     s.alloc(m);

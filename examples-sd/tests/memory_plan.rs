@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use conv_engine::testing::CountingAlloc;
-use examples_sd::{DecodePlan, Decoder};
+use examples_sd::{DecodePlan, Decoder, Encoder};
 use rocm_vision::{DType, Device, Tensor, format_bytes};
 use std::sync::Mutex;
 
@@ -158,4 +158,65 @@ fn gpu_plan_matches_the_allocator_peak() {
             check(&device, dtype, latent, None);
         }
     }
+}
+
+/// `Encoder::plan` against the heap's peak while encoding a `size²` image (the reduced SD
+/// configuration), as `sd-vae-encode` runs it (with a budget: its scratch caps and conv
+/// workspace cap). Within 5%, the gemm crate's per-thread packing allowed as above.
+fn check_encode(device: &Device, dtype: DType, size: usize, budget: Option<usize>) -> examples_sd::EncodePlan {
+    let config = config("sd");
+    let plan = Encoder::plan(&config, device, (size, size), dtype, budget).expect("plan");
+    let device = &match (plan.conv_workspace, budget) {
+        (Some(ws), Some(_)) => Device::cpu_with_budget(rocm_vision::Budget::bytes(ws)),
+        _ => device.clone(),
+    };
+    let mut enc = load_encoder_on("sd", &fixture("sd_encoder_diffusers.safetensors"), dtype, device);
+    enc.set_scratch_caps(plan.caps);
+    let image = Tensor::rand_uniform(&[1, 3, size, size], (-1.0, 1.0), 12, 0, DType::F32, device).unwrap();
+    enc.encode(&image, &mut |_, _| {}).unwrap();
+    let base = HEAP.current();
+    let mut stages = Vec::new();
+    let (dist, measured) = HEAP.peak_during(|| {
+        enc.encode(&image, &mut |name, _| stages.push((name.to_string(), HEAP.current() - base))).unwrap()
+    });
+    assert!(!dist.mean.to_vec::<f32>().unwrap().iter().any(|v| !v.is_finite()));
+    let ratio = plan.encode_peak as f64 / measured as f64;
+    println!(
+        "encode {dtype:?} {size}x{size}{}: plan {} (at {}; engine scratch {}), measured {}, plan/measured {ratio:.4}",
+        budget.map_or(String::new(), |b| format!(" budget {}", format_bytes(b))),
+        format_bytes(plan.encode_peak),
+        plan.peak_at,
+        format_bytes(plan.engine_scratch),
+        format_bytes(measured),
+    );
+    let within = (ratio - 1.0).abs() <= 0.05
+        || (ratio > 1.0 / 1.05 && measured <= (plan.encode_peak + plan.engine_scratch) * 105 / 100);
+    assert!(
+        within,
+        "encode {dtype:?} {size}: plan/measured {ratio:.4}\nplan: {:?}\nmeasured: {stages:?}",
+        plan.stages.iter().map(|s| (&s.name, s.peak, s.live_after)).collect::<Vec<_>>()
+    );
+    assert_eq!(plan.peak, plan.weights + plan.engine_scratch + plan.encode_peak);
+    plan
+}
+
+#[test]
+fn cpu_encode_plan_matches_the_measured_heap_peak() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let device = fresh_cpu();
+    for dtype in [DType::F32, DType::F16] {
+        for size in [128, 256, 512] {
+            let plan = check_encode(&device, dtype, size, None);
+            assert!(plan.fits && plan.budget.is_none(), "{plan}");
+        }
+        // With a budget: small attention chunks and a conv workspace cap; still matched.
+        let free = Encoder::plan(&config("sd"), &device, (512, 512), dtype, None).unwrap();
+        let budget = free.weights + free.encode_peak * 3 / 4 + (16 << 20);
+        let plan = check_encode(&device, dtype, 512, Some(budget));
+        assert!(plan.fits && plan.peak <= budget && plan.to_string().contains("fits the budget"), "{plan}");
+        let tight = Encoder::plan(&config("sd"), &device, (512, 512), dtype, Some(plan.weights + (17 << 20))).unwrap();
+        assert!(!tight.fits && tight.to_string().contains("does not fit"), "{tight}");
+    }
+    let e = Encoder::plan(&config("sd"), &device, (512, 500), DType::F32, None).unwrap_err().to_string();
+    assert!(e.contains("512x500") && e.contains("multiple of 8"), "{e}");
 }

@@ -2,14 +2,12 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use cli_support::exit;
+use examples_sd::cli::{self, Progress, check_not_inputs, parse_dtype, usage};
 use examples_sd::io::{check_outputs, load_latents, output_paths, write_png};
-use examples_sd::{Decoder, MemoryPlan, Model, TileSpec, VaeConfig, decode_tiled, peak_rss_bytes};
-use indicatif::{ProgressBar, ProgressStyle};
+use examples_sd::{Decoder, MemoryPlan, TileSpec, VaeConfig, decode_tiled};
 use rocm_vision::{Budget, DType, Device, DeviceKind, Weights, format_bytes};
 use std::cell::RefCell;
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Decode diffusion latents to images with a Stable Diffusion / FLUX VAE, on a ROCm GPU or
@@ -58,7 +56,7 @@ struct Args {
     /// Memory budget for the decode (weights, activations and scratch): 12GiB, 800MiB,
     /// 80% (of free memory). On the CPU this is host memory. Without it, no fit check
     /// and default scratch sizes.
-    #[arg(long)]
+    #[arg(long, alias = "budget")]
     vram_budget: Option<String>,
     /// Decode in overlapping tiles (APPROXIMATE: GroupNorm statistics and attention become
     /// per tile). Tile size: --tile-size, else the largest that fits --vram-budget (one
@@ -91,142 +89,14 @@ struct Args {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
-    if let Err(e) = run(Args::parse()) {
-        eprintln!("error: {}", one_line(&e));
-        // What to do, where the library knows it (issue 13.2).
-        let lib = e.downcast_ref::<rocm_vision::Error>().or_else(|| match e.downcast_ref::<examples_sd::SdError>() {
-            Some(examples_sd::SdError::Lib(lib)) => Some(lib),
-            _ => None,
-        });
-        if let Some(hint) = lib.and_then(rocm_vision::Error::hint) {
-            eprintln!("  hint: {hint}");
-        }
-        let code = if e.downcast_ref::<Usage>().is_some() { exit::USAGE } else { exit::FAILED };
-        std::process::exit(code.into());
-    }
-}
-
-/// A command line that cannot work (exit status 2; see `cli_support::exit`).
-#[derive(Debug)]
-struct Usage(String);
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
-
-fn usage(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::Error::new(Usage(e.to_string()))
-}
-
-/// The error and its causes on one line, each cause once: an error that already shows its
-/// source (e.g. `path: No such file or directory`) is not followed by the source again.
-fn one_line(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
-}
-
-fn parse_dtype(s: &str) -> Result<DType> {
-    Ok(match s.trim().to_ascii_lowercase().as_str() {
-        "f32" | "float32" => DType::F32,
-        "f16" | "float16" | "fp16" => DType::F16,
-        "bf16" | "bfloat16" => DType::BF16,
-        _ => return Err(usage(format!("unknown --dtype {s:?}: expected f32, f16 or bf16"))),
-    })
-}
-
-/// Fails before any decoding if an output would replace one of the run's inputs.
-fn check_not_inputs(outs: &[PathBuf], inputs: &[&Path]) -> Result<()> {
-    let identity = |p: &Path| -> PathBuf {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        dir.canonicalize().unwrap_or(dir).join(p.file_name().unwrap_or_default())
-    };
-    for o in outs {
-        if let Some(i) = inputs.iter().find(|i| identity(i) == identity(o)) {
-            bail!(
-                "{} would replace the input {}; choose another --out (--force never replaces an input)",
-                o.display(),
-                i.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Progress per stage: a bar on a terminal, plain lines otherwise.
-struct Progress {
-    bar: Option<ProgressBar>,
-    start: Instant,
-    done: u64,
-    total: u64,
-}
-
-impl Progress {
-    fn new(total: u64) -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let b = ProgressBar::new(total);
-            b.set_style(
-                ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-                    .expect("valid template")
-                    .progress_chars("=> "),
-            );
-            b
-        });
-        Progress { bar, start: Instant::now(), done: 0, total }
-    }
-
-    fn step(&mut self, what: &str) {
-        self.done += 1;
-        match &self.bar {
-            Some(b) => {
-                b.set_message(what.to_string());
-                b.inc(1);
-            }
-            None => {
-                eprintln!("[{:>3}/{}] {what} done ({:.2} s)", self.done, self.total, self.start.elapsed().as_secs_f64())
-            }
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
-        }
-    }
+    cli::main(Args::parse(), run);
 }
 
 /// `--plan`: the memory plan of the decode, on stdout, without decoding.
 fn run_plan(args: &Args, config: &VaeConfig, dtype: DType, device: &Device, budget: Option<usize>) -> Result<()> {
     let up = config.upscale();
     let (width, height) = match (&args.size, &args.latents) {
-        (Some(s), _) => {
-            let (w, h) = s
-                .trim()
-                .split_once(['x', 'X'])
-                .and_then(|(w, h)| Some((w.trim().parse::<usize>().ok()?, h.trim().parse::<usize>().ok()?)))
-                .ok_or_else(|| usage(format!("--size {s:?}: expected WIDTHxHEIGHT in pixels, e.g. 1024x1024")))?;
-            (w, h)
-        }
+        (Some(s), _) => cli::parse_size(s)?,
         (None, Some(path)) => {
             let latents = load_latents(path, args.latent_key.as_deref(), &Device::cpu())?;
             let l = examples_sd::decoder::check_latent_shape(&latents, config.latent_channels)?;
@@ -251,32 +121,10 @@ fn run(args: Args) -> Result<()> {
     // Before anything is written: Ctrl-C / SIGTERM remove partial files and say what was done.
     cli_support::partial::install_signal_handler("sd-vae-decode")?;
     let dtype = parse_dtype(&args.dtype)?;
-    let config = match (&args.config, &args.model) {
-        (Some(path), _) => VaeConfig::from_diffusers_json(path)?,
-        (None, Some(m)) => m.parse::<Model>().map_err(usage)?.config(),
-        (None, None) => return Err(usage("give --model (sd, sdxl, sd3, flux) or --config config.json")),
-    };
-    // Fail on a device we do not have before reading anything large. A name that is not a
-    // device is a usage error; a device that cannot be opened (no ROCm) a failed run.
-    let probe = if args.device.trim().eq_ignore_ascii_case("auto") {
-        let (d, why) = Device::auto();
-        if let Some(why) = why {
-            eprintln!("note: {why}");
-        }
-        d
-    } else {
-        Device::parse(&args.device).map_err(|e| match e {
-            rocm_vision::Error::DeviceParse { .. } => usage(format!("{e} (expected auto, cpu, rocm or rocm:N)")),
-            e => e.into(),
-        })?
-    };
-    let budget = match &args.vram_budget {
-        Some(s) => {
-            let b: Budget = s.parse().map_err(usage)?;
-            Some(b.resolve(host_available_bytes))
-        }
-        None => None,
-    };
+    let config = cli::vae_config(args.config.as_deref(), args.model.as_deref())?;
+    // Fail on a device we do not have before reading anything large.
+    let probe = cli::probe_device(&args.device)?;
+    let budget = cli::parse_budget(args.vram_budget.as_deref())?;
     if args.plan {
         return run_plan(&args, &config, dtype, &probe, budget);
     }
@@ -421,14 +269,7 @@ fn run(args: Args) -> Result<()> {
     for (i, path) in outs.iter().enumerate() {
         write_png(&images.narrow(0, i, 1)?, path, args.force)?;
     }
-    let peak = match device.peak_memory() {
-        Some(b) => format!(
-            "peak device memory {} ({} live)",
-            format_bytes(b),
-            format_bytes(device.peak_live_memory().unwrap_or(b))
-        ),
-        None => format!("peak RSS {}", peak_rss_bytes().map_or("unknown".to_string(), format_bytes)),
-    };
+    let peak = cli::peak_line(&device);
     println!(
         "wrote {} in {:.2} s (load {:.2} s, decode {:.3} s{}); {peak}",
         outs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
@@ -438,15 +279,4 @@ fn run(args: Args) -> Result<()> {
         if repeat > 1 { format!(", median of decodes 2..{repeat}") } else { String::new() }
     );
     Ok(())
-}
-
-/// `MemAvailable` of /proc/meminfo, for a `--vram-budget` given as a percentage.
-fn host_available_bytes() -> usize {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-            l.split_whitespace().nth(1)?.parse::<usize>().ok()
-        })
-        .map_or(0, |kb| kb * 1024)
 }

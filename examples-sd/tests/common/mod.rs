@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
-use examples_sd::{Decoder, VaeConfig};
+use examples_sd::{Decoder, Encoder, VaeConfig};
 use rocm_vision::{DType, Device, Tensor, Weights};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +17,8 @@ pub fn fixture(name: &str) -> PathBuf {
     }
 }
 
-/// `sd` or `flux`: the reduced configuration the fixtures were made with.
+/// `sd`, `sdxl`, `sd3` or `flux`: the reduced configuration the fixtures were made with
+/// (the decoder's fixtures: `sd` and `flux`).
 pub fn config(model: &str) -> VaeConfig {
     VaeConfig::from_diffusers_json(&fixture(&format!("{model}_config.json"))).expect("fixture config")
 }
@@ -29,6 +30,15 @@ pub fn load_decoder(model: &str, weights_file: &Path, dtype: DType) -> Decoder {
 pub fn load_decoder_on(model: &str, weights_file: &Path, dtype: DType, device: &Device) -> Decoder {
     let w = Weights::open(weights_file, device).expect("fixture weights");
     Decoder::load(&w, &config(model), dtype).unwrap_or_else(|e| panic!("{}: {e}", weights_file.display()))
+}
+
+pub fn load_encoder(model: &str, weights_file: &Path, dtype: DType) -> Encoder {
+    load_encoder_on(model, weights_file, dtype, &Device::cpu())
+}
+
+pub fn load_encoder_on(model: &str, weights_file: &Path, dtype: DType, device: &Device) -> Encoder {
+    let w = Weights::open(weights_file, device).expect("fixture weights");
+    Encoder::load(&w, &config(model), dtype).unwrap_or_else(|e| panic!("{}: {e}", weights_file.display()))
 }
 
 /// Every tensor of a fixture file, f32.
