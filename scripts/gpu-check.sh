@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One device call that checks main on the H200 after a change, run ON the GPU machine with
+# the binaries of scripts/gpu-tier-build.sh and scripts/gpu-apps-build.sh:
+#   1. the GPU-tier test binaries (gpu-tier.sh, tests only);
+#   2. both tools against their anchors in the same run (gpu-apps.sh: Real-CUGAN against
+#      ncnn-vulkan, the VAE against PyTorch f16 at 1024² and 2048², with the budgets the
+#      issue's targets name);
+#   3. Real-CUGAN's timeline at 1080p f16, whole image and --tile auto (gpu-diagnose.sh with
+#      GPU_DIAG_TRACE=1), packed into $OUT/diagnose.tar so that everything fits the device
+#      tool's eight returned files (gpu-tier.sh writes five, gpu-apps.sh two).
+# Device tool call:
+#   run(command="scripts/gpu-check.sh", carry=[".device-carry"], kind="nvidia-h200", timeout_s=600)
+set -uo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+OUT=${OUT:-$repo/target/gpu-check}
+mkdir -p "$OUT"
+export OUT ROCM_VISION_REQUIRE_GPU=1
+status=0
+GPU_TIER_TESTS_ONLY=1 GPU_TIER_ELEMENTWISE=0 scripts/gpu-tier.sh || status=1
+GPU_APPS_SECONDS=${GPU_CHECK_APPS_SECONDS:-150} GPU_APPS_TORCH_CONFIGS=f16:1k,f16:2k \
+    GPU_APPS_VAE_BUDGETS="1.6GB 5.8GB 12GB 3.2GB" scripts/gpu-apps.sh || status=1
+diag=/tmp/gpu-check-diagnose
+rm -rf "$diag"
+OUT=$diag GPU_DIAG_SR_SIZE=1920x1080 GPU_DIAG_TRACE=1 GPU_DIAG_SR_AUTO=1 GPU_DIAG_VAE=0 GPU_DIAG_ELEMENTWISE=0 \
+    GPU_DIAG_NCU_BINARY=0 GPU_DIAG_SECONDS=${GPU_CHECK_DIAG_SECONDS:-200} scripts/gpu-diagnose.sh || status=1
+tar -C "$diag" -cf "$OUT/diagnose.tar" .
+echo "gpu-check: exit $status"
+exit $status
