@@ -173,6 +173,36 @@ impl Tensor {
         }
     }
 
+    /// Every element, in row-major order and converted to `T`, written into `dst` (exactly
+    /// [`Tensor::elem_count`] long). From ROCm the download lands in `dst` itself: a caller
+    /// that reuses one buffer pays no fresh allocation's page faults, which on some hosts
+    /// cost more than the copy (Real-CUGAN's 25 MB 4K output: 17 ms against 2 ms on the
+    /// H200 host).
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let x = Tensor::from_vec(vec![1f32, 2.0, 3.0], &[3], &Device::cpu())?;
+    /// let mut buf = [0f32; 3];
+    /// x.to_slice(&mut buf)?;
+    /// assert_eq!(buf, [1.0, 2.0, 3.0]);
+    /// assert!(x.to_slice(&mut [0f32; 2]).is_err());
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
+    pub fn to_slice<T: WithDType>(&self, dst: &mut [T]) -> Result<()> {
+        if dst.len() != self.elem_count() {
+            return Err(Error::op(
+                "to_slice",
+                format!("{} elements into a buffer of {}", self.elem_count(), dst.len()),
+            ));
+        }
+        if let Storage::Rocm(r) = &self.s {
+            let c = if r.dtype() == T::DTYPE { r.contiguous()? } else { r.to_dtype(T::DTYPE)? };
+            return c.array.read_into(dst).map_err(Error::from);
+        }
+        dst.copy_from_slice(&self.to_vec::<T>()?);
+        Ok(())
+    }
+
     /// `value` everywhere ([`Tensor::zeros`] and [`Tensor::ones`] are the usual cases).
     ///
     /// ```

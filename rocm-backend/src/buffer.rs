@@ -210,6 +210,20 @@ impl DeviceArray {
         Ok(out)
     }
 
+    /// Downloads every element into `dst` (exactly `len` long): no fresh host allocation,
+    /// whose page faults can cost more than the copy.
+    pub fn read_into<T: candle_core::WithDType>(&self, dst: &mut [T]) -> Result<()> {
+        if T::DTYPE != self.dtype || dst.len() != self.len {
+            return Err(RocmError::op(
+                "read_into",
+                format!("{} {:?} elements into a buffer of {} {:?}", self.len, self.dtype, dst.len(), T::DTYPE),
+            ));
+        }
+        // SAFETY: plain-old-data element types; the bytes of dst are overwritten whole.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr() as *mut u8, std::mem::size_of_val(dst)) };
+        self.buffer.read(0, bytes)
+    }
+
     pub fn device(&self) -> &Arc<RocmDevice> {
         self.buffer.device()
     }

@@ -214,10 +214,11 @@ impl Network {
                         Some(Shape::Image { c, h, w }) => [1, c, h, w],
                         _ => [1, 0, 0, 0],
                     };
-                    let problem = c.problem(&x, self.dtype).map_err(|e| err(e.to_string()))?;
                     flops += c.flops(&x, self.dtype);
-                    // The device's own plan: on ROCm the NHWC implicit GEMM packs a copy of
-                    // the input band, which the CPU's executor does not.
+                    // The device's own plan of the problem the executor runs (a deconvolution
+                    // in its 1x1 form runs that 1x1 convolution): on ROCm the NHWC implicit
+                    // GEMM packs a copy of the input band, which the CPU's executor does not.
+                    let problem = c.run_problem(&x, self.dtype).map_err(|e| err(e.to_string()))?;
                     let workspace = self.device.conv_workspace_bytes(&problem).unwrap_or(0);
                     // A view (crop) is copied to a contiguous input first.
                     let copy = if storage[node.bottoms[0]] != node.bottoms[0] {

@@ -54,6 +54,18 @@ impl ConvNode {
         }
     }
 
+    /// The problem the executor runs on an input of dims `x`: [`Self::problem`], or for a
+    /// deconvolution in its 1x1 form (`as_1x1`) that 1x1 convolution (its workspace is
+    /// the one the run takes).
+    pub fn run_problem(&self, x: &[usize], dtype: DType) -> Result<ConvProblem, ConvError> {
+        match (&self.as_1x1, self.kind) {
+            (Some(s), ConvKind::Transposed) => {
+                ConvProblem::conv2d(x, s.weight.dims(), dtype, dtype, &Conv2dParams::default())
+            }
+            _ => self.problem(x, dtype),
+        }
+    }
+
     /// FLOPs on an input of dims `x`, counted as the conv engine counts them (0 for an
     /// input the layer cannot take).
     pub fn flops(&self, x: &[usize], dtype: DType) -> u64 {
