@@ -33,13 +33,14 @@ pub(crate) struct RocmContext {
 ///   call wins).
 ///
 /// Every op taking two or more tensors (a convolution's input, weight, bias and residual;
-/// elementwise ops, matmul, `cat`, indexing, norms' affine tensors on ROCm, `slice_set`)
+/// elementwise ops, matmul, `cat`, indexing, `where_cond`, the norms' affine tensors,
+/// `add_assign`, `slice_set`)
 /// requires them on equal handles, else it returns [`Error::DeviceMismatch`] naming both
 /// handles and their budgets; the result is on that handle, and a convolution runs under
 /// its engine's budget. [`Tensor::to_device`](crate::Tensor::to_device) moves a tensor to
 /// another handle: between two CPU engines that shares the data (no copy). The one
-/// exception is group normalisation's affine parameters, read as values from any device
-/// (they govern nothing).
+/// exception: group normalisation on the CPU reads its affine parameters as values from
+/// any device (they govern nothing, and the result is on the input's handle).
 ///
 /// ```
 /// use rocm_vision::prelude::*;
