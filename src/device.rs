@@ -5,6 +5,7 @@ use conv_engine::{Budget, CpuConv};
 use rocm_backend::{RocmConv, RocmDevice};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A ROCm GPU with its convolution engine.
@@ -15,6 +16,47 @@ pub(crate) struct RocmContext {
 
 /// A compute device: a cheap handle that carries the device's convolution engine (its
 /// dispatcher, plan cache and workspace budget).
+///
+/// # Identity: the engine, not only the kind
+///
+/// Two handles are equal when they run convolutions through the same engine, so that a
+/// budget never changes silently along a chain of ops:
+///
+/// - **CPU**: every [`Device::cpu`] handle shares one engine (the default 64 MiB
+///   workspace budget); [`Device::cpu_with_budget`] and [`Device::cpu_with_engine`] each
+///   make an engine of their own, equal only to its clones — two handles made with the
+///   same budget are still two engines (each counts its own live workspace and caches its
+///   own plans).
+/// - **ROCm**: the budget belongs to the GPU. Every handle of one ordinal shares the
+///   ordinal's one allocator and conv engine, so they are one device and compare equal;
+///   [`Device::rocm_with_budget`] sets the allocator's budget for all of them (the last
+///   call wins).
+///
+/// Every op taking two or more tensors (a convolution's input, weight, bias and residual;
+/// elementwise ops, matmul, `cat`, indexing, `where_cond`, the norms' affine tensors,
+/// `add_assign`, `slice_set`)
+/// requires them on equal handles, else it returns [`Error::DeviceMismatch`] naming both
+/// handles and their budgets; the result is on that handle, and a convolution runs under
+/// its engine's budget. [`Tensor::to_device`](crate::Tensor::to_device) moves a tensor to
+/// another handle: between two CPU engines that shares the data (no copy). The one
+/// exception: group normalisation on the CPU reads its affine parameters as values from
+/// any device (they govern nothing, and the result is on the input's handle).
+///
+/// ```
+/// use rocm_vision::prelude::*;
+/// let tight = Device::cpu_with_budget(Budget::bytes(1 << 20));
+/// assert_ne!(tight, Device::cpu());
+/// assert_eq!(tight, tight.clone());
+/// let x = Tensor::ones(&[1, 1, 4, 4], DType::F32, &tight)?;
+/// let w = Tensor::ones(&[1, 1, 3, 3], DType::F32, &Device::cpu())?;
+/// // Made under another engine: an error naming both budgets, not a silent mix ...
+/// let e = x.conv2d(&w, None, &Conv2dParams::default()).unwrap_err();
+/// assert!(matches!(e, rocm_vision::Error::DeviceMismatch { .. }), "{e}");
+/// // ... until the weight is moved to the tight handle (free on the CPU).
+/// let y = x.conv2d(&w.to_device(&tight)?, None, &Conv2dParams::default())?;
+/// assert_eq!(y.device(), &tight);
+/// # Ok::<(), rocm_vision::Error>(())
+/// ```
 ///
 /// ```
 /// use rocm_vision::prelude::*;
@@ -31,6 +73,9 @@ pub(crate) struct RocmContext {
 pub struct Device {
     kind: DeviceKind,
     cpu_conv: Arc<CpuConv>,
+    /// Which CPU engine `cpu_conv` is, for messages: 0 for the one [`Device::cpu`] shares,
+    /// else a number unique in the process.
+    engine_id: u64,
     rocm: Option<Arc<RocmContext>>,
 }
 
@@ -46,6 +91,12 @@ fn shared_cpu_conv() -> Arc<CpuConv> {
     SHARED.get_or_init(|| Arc::new(CpuConv::default())).clone()
 }
 
+/// A process-unique number for a CPU engine made by [`Device::cpu_with_engine`].
+fn next_engine_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 impl Device {
     /// The CPU with the default 64 MiB convolution workspace budget. All handles from
     /// this function share one engine, so plans made for one tensor serve the next.
@@ -57,7 +108,7 @@ impl Device {
     /// assert_eq!(cpu.to_string(), "cpu");
     /// ```
     pub fn cpu() -> Device {
-        Device { kind: DeviceKind::Cpu, cpu_conv: shared_cpu_conv(), rocm: None }
+        Device { kind: DeviceKind::Cpu, cpu_conv: shared_cpu_conv(), engine_id: 0, rocm: None }
     }
 
     /// The CPU with its own engine and workspace budget.
@@ -70,7 +121,7 @@ impl Device {
     /// assert_eq!(device.cpu_conv().budget(), Budget::bytes(8 << 20));
     /// ```
     pub fn cpu_with_budget(budget: Budget) -> Device {
-        Device { kind: DeviceKind::Cpu, cpu_conv: Arc::new(CpuConv::new(budget)), rocm: None }
+        Device::cpu_with_engine(CpuConv::new(budget))
     }
 
     /// The CPU with a given engine (e.g. restricted to some algorithms).
@@ -87,7 +138,7 @@ impl Device {
     /// # Ok::<(), rocm_vision::Error>(())
     /// ```
     pub fn cpu_with_engine(engine: CpuConv) -> Device {
-        Device { kind: DeviceKind::Cpu, cpu_conv: Arc::new(engine), rocm: None }
+        Device { kind: DeviceKind::Cpu, cpu_conv: Arc::new(engine), engine_id: next_engine_id(), rocm: None }
     }
 
     /// ROCm GPU `ordinal`, shared by every handle of that ordinal. Errors say whether the
@@ -112,11 +163,13 @@ impl Device {
                 ctx
             }
         };
-        Ok(Device { kind: DeviceKind::Rocm(ordinal), cpu_conv: shared_cpu_conv(), rocm: Some(ctx) })
+        Ok(Device { kind: DeviceKind::Rocm(ordinal), cpu_conv: shared_cpu_conv(), engine_id: 0, rocm: Some(ctx) })
     }
 
     /// ROCm GPU `ordinal` with its allocator limited to `budget` (a byte count, or a
-    /// fraction of the memory free now).
+    /// fraction of the memory free now). The budget is the GPU's: it applies to every
+    /// handle of `ordinal`, those made before included (they are one device, see
+    /// [`Device`]).
     ///
     /// ```
     /// use rocm_vision::{Budget, Device};
@@ -178,6 +231,43 @@ impl Device {
 
     pub fn kind(&self) -> DeviceKind {
         self.kind
+    }
+
+    /// The handle with what tells it apart from other handles of its kind, for messages:
+    /// `cpu (the shared engine of Device::cpu(), conv workspace budget 64.00 MiB)`,
+    /// `cpu (engine #3, conv workspace budget 8.00 MiB)`, `rocm:0 (gfx1100; budget 2.00
+    /// GiB, shared by every handle of rocm:0)`.
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let d = Device::cpu_with_budget(Budget::bytes(8 << 20));
+    /// assert!(d.describe().contains("conv workspace budget 8.00 MiB"), "{}", d.describe());
+    /// assert!(Device::cpu().describe().contains("shared engine of Device::cpu()"));
+    /// ```
+    pub fn describe(&self) -> String {
+        match (&self.rocm, self.engine_id) {
+            (Some(c), _) => {
+                let budget = c.device.allocator().stats().budget;
+                let budget = if budget == usize::MAX {
+                    "no budget".to_string()
+                } else {
+                    format!("budget {}", conv_engine::format_bytes(budget))
+                };
+                let name = self.kind_name();
+                format!("{name} ({}; {budget}, shared by every handle of {name})", c.device.info().arch)
+            }
+            (None, 0) => {
+                format!("cpu (the shared engine of Device::cpu(), conv workspace budget {})", self.cpu_conv.budget())
+            }
+            (None, id) => format!("cpu (engine #{id}, conv workspace budget {})", self.cpu_conv.budget()),
+        }
+    }
+
+    fn kind_name(&self) -> String {
+        match self.kind {
+            DeviceKind::Cpu => "cpu".into(),
+            DeviceKind::Rocm(n) => format!("rocm:{n}"),
+        }
     }
 
     pub fn is_cpu(&self) -> bool {
@@ -300,7 +390,7 @@ impl Device {
 
 impl fmt::Debug for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self}")
+        f.write_str(&self.describe())
     }
 }
 
@@ -316,11 +406,20 @@ impl fmt::Display for Device {
     }
 }
 
+/// Equal when ops may mix their tensors: the same CPU engine, or the same GPU (see
+/// [`Device`]).
 impl PartialEq for Device {
     fn eq(&self, other: &Self) -> bool {
         self.kind == other.kind
+            && match self.kind {
+                DeviceKind::Cpu => Arc::ptr_eq(&self.cpu_conv, &other.cpu_conv),
+                // One context per ordinal (`Device::rocm`), so its one allocator and engine.
+                DeviceKind::Rocm(_) => true,
+            }
     }
 }
+
+impl Eq for Device {}
 
 #[cfg(test)]
 mod tests {

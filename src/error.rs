@@ -32,6 +32,14 @@ pub enum Error {
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
 
+    /// An op was given tensors of two unequal [`Device`](crate::Device) handles (another
+    /// device, or another CPU engine with its own budget); `left` and `right` describe
+    /// them ([`Device::describe`](crate::Device::describe)).
+    #[error(
+        "{op}: operands on different devices or engines: {left} and {right}; move one with Tensor::to_device (free between CPU engines)"
+    )]
+    DeviceMismatch { op: &'static str, left: String, right: String },
+
     #[error("unknown device {input:?}: expected auto, cpu, rocm or rocm:N")]
     DeviceParse { input: String },
 
@@ -59,6 +67,10 @@ pub struct BudgetShortfall {
 impl Error {
     pub(crate) fn op(op: &'static str, msg: impl Into<String>) -> Self {
         Error::Op { op, msg: msg.into() }
+    }
+
+    pub(crate) fn device_mismatch(op: &'static str, left: &crate::Device, right: &crate::Device) -> Self {
+        Error::DeviceMismatch { op, left: left.describe(), right: right.describe() }
     }
 
     /// `Some` when the error is a budget or memory limit: a convolution whose smallest plan

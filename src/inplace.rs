@@ -93,7 +93,10 @@ impl Tensor {
     /// not keep another CPU tensor sharing its storage (a residual add into a fresh conv
     /// output is the intended use).
     pub fn add_assign(self, src: &Tensor) -> Result<Tensor> {
-        let fits = self.dims() == src.dims() && self.dtype() == src.dtype() && self.is_contiguous();
+        let fits = self.device() == src.device()
+            && self.dims() == src.dims()
+            && self.dtype() == src.dtype()
+            && self.is_contiguous();
         if fits {
             if let (Some(d), Some(s)) = (self.as_candle(), src.as_candle()) {
                 d.inplace_op2(s, &AddAssignCpu)?;
@@ -135,6 +138,9 @@ impl Tensor {
         if self.dtype() != src.dtype() || !self.is_contiguous() {
             return Err(Error::op("slice_set", "destination must be contiguous and of the source's dtype"));
         }
+        if self.device() != src.device() {
+            return Err(Error::device_mismatch("slice_set", self.device(), src.device()));
+        }
         if let (Some(d), Some(s)) = (self.as_candle(), src.as_candle()) {
             return Ok(d.slice_set(&s.contiguous()?, dim, offset)?);
         }
@@ -155,7 +161,7 @@ impl Tensor {
             )
             .map_err(Error::from);
         }
-        Err(Error::op("slice_set", format!("tensors on {} and {}", self.device(), src.device())))
+        Err(Error::device_mismatch("slice_set", self.device(), src.device()))
     }
 
     pub(crate) fn as_rocm(&self) -> Option<&RocmTensor> {

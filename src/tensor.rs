@@ -239,26 +239,30 @@ impl Tensor {
         Ok(Tensor { s: Storage::Rocm(r), device: self.device.clone() })
     }
 
+    /// `other` is on this tensor's handle (the same device and, on the CPU, the same
+    /// engine: see [`Device`]'s identity rule), else [`Error::DeviceMismatch`].
     fn same_device(&self, other: &Tensor, op: &'static str) -> Result<()> {
         if self.device != other.device {
-            return Err(Error::op(op, format!("operands on {} and {}", self.device, other.device)));
+            return Err(Error::device_mismatch(op, &self.device, &other.device));
         }
         Ok(())
     }
 
     fn rocm_of<'a>(&self, t: Option<&'a Tensor>, op: &'static str) -> Result<Option<&'a RocmTensor>> {
-        match t.map(|t| (&t.s, t)) {
-            None => Ok(None),
-            Some((Storage::Rocm(r), _)) => Ok(Some(r)),
-            Some((Storage::Cpu(_), t)) => Err(Error::op(op, format!("operands on {} and {}", self.device, t.device))),
+        let Some(t) = t else { return Ok(None) };
+        self.same_device(t, op)?;
+        match &t.s {
+            Storage::Rocm(r) => Ok(Some(r)),
+            Storage::Cpu(_) => Err(Error::device_mismatch(op, &self.device, &t.device)),
         }
     }
 
     fn cpu_of<'a>(&self, t: Option<&'a Tensor>, op: &'static str) -> Result<Option<&'a candle_core::Tensor>> {
-        match t.map(|t| (&t.s, t)) {
-            None => Ok(None),
-            Some((Storage::Cpu(c), _)) => Ok(Some(c)),
-            Some((Storage::Rocm(_), t)) => Err(Error::op(op, format!("operands on {} and {}", self.device, t.device))),
+        let Some(t) = t else { return Ok(None) };
+        self.same_device(t, op)?;
+        match &t.s {
+            Storage::Cpu(c) => Ok(Some(c)),
+            Storage::Rocm(_) => Err(Error::device_mismatch(op, &self.device, &t.device)),
         }
     }
 
@@ -329,7 +333,9 @@ impl Tensor {
         Ok(self.to_candle()?.flatten_all()?.to_dtype(T::DTYPE)?.to_vec1::<T>()?)
     }
 
-    /// The same data on `device` (a copy unless it is already there).
+    /// The same data on `device`: the tensor itself when `device` equals its own handle,
+    /// the same data under `device`'s handle (no copy) when both are CPU handles of
+    /// different engines, else a copy.
     ///
     /// ```
     /// use rocm_vision::prelude::*;
@@ -341,6 +347,9 @@ impl Tensor {
     pub fn to_device(&self, device: &Device) -> Result<Tensor> {
         if self.device == *device {
             return Ok(self.clone());
+        }
+        if let (Storage::Cpu(t), true) = (&self.s, device.is_cpu()) {
+            return Ok(Tensor { s: Storage::Cpu(t.clone()), device: device.clone() });
         }
         Tensor::from_candle(self.to_candle()?, device)
     }

@@ -51,13 +51,14 @@ fn every_fixture_matches_ncnn_within_one_level() {
 fn float_fixtures_match_ncnn_output() {
     let Some(models) = common::models_or_skip("float_fixtures_match_ncnn_output") else { return };
     let m = manifest();
-    let device = common::device();
     let mut checked = 0;
     for case in m["cases"].as_array().expect("cases") {
         let Some(file) = case["float"].as_str() else { continue };
         let variant = field(case, "variant");
         let up = common::load(&models, variant);
-        let w = Weights::open(common::fixtures_dir().join(file), &device).expect("float fixture");
+        // On the network's own device handle (its engine and budget): tensors of two
+        // handles do not mix.
+        let w = Weights::open(common::fixtures_dir().join(file), up.network().device()).expect("float fixture");
         let input = w.get_unchecked_shape("input").expect("input tensor");
         let want = w.get_unchecked_shape("output").expect("output tensor");
         let d = input.dims().to_vec();

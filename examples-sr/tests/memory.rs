@@ -21,7 +21,7 @@ fn the_memory_estimate_matches_the_measured_peak() {
         let input = Tensor::from_vec(
             (0..3 * h * w).map(|i| (i % 251) as f32 / 251.0).collect::<Vec<f32>>(),
             &[1, 3, h, w],
-            &common::device(),
+            net.device(),
         )
         .unwrap();
         let estimate = net.peak_bytes(h, w).unwrap();

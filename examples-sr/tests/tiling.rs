@@ -91,7 +91,7 @@ fn window_runs_reproduce_untiled_floats() {
         let (net, s, p, m) = (up.network(), up.scale(), up.prepadding(), up.multiple());
         let (h, w) = (40 + 2 * p, 48 + 2 * p);
         let data: Vec<f32> = (0..3 * h * w).map(|i| (i * 7919 % 1000) as f32 / 1000.0).collect();
-        let full = Tensor::from_vec(data, &[1, 3, h, w], &common::device()).expect("input");
+        let full = Tensor::from_vec(data, &[1, 3, h, w], net.device()).expect("input");
         let (out, means) = net.forward_with_means(full.clone()).expect("untiled");
         let (oh, ow) = (out.dims()[2], out.dims()[3]);
         let o = out.to_vec::<f32>().expect("output");

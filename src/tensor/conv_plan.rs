@@ -213,7 +213,7 @@ impl Tensor {
         match (&self.s, &weight.s) {
             (Storage::Rocm(_), Storage::Rocm(_)) => Ok((self.contiguous()?, weight.contiguous()?)),
             (Storage::Cpu(_), Storage::Cpu(_)) => Ok((self.clone(), weight.clone())),
-            _ => Err(Error::op("conv", format!("operands on {} and {}", self.device, weight.device))),
+            _ => Err(Error::device_mismatch("conv", &self.device, &weight.device)),
         }
     }
 }
