@@ -30,7 +30,7 @@ stage test test --no-run -p rocm-backend --test gpu_alloc --test gpu_conv --test
 stage test test --no-run -p rocm-vision --test gpu_tensor
 # Issue 13: the N-th device allocation failing at every index, and one device from several
 # threads (both skip on a machine without a GPU, and fail under ROCM_VISION_REQUIRE_GPU=1).
-stage test test --no-run -p rocm-vision --test gpu_faults --test concurrency --test errors
+stage test test --no-run -p rocm-vision --test gpu_faults --test concurrency --test errors --test device_identity
 # Real-CUGAN's memory estimate against the allocator's peak (issue 12.6).
 stage test test --no-run -p examples-sr --test gpu_memory
 stage test test --no-run -p examples-sr --test gpu_tiling
