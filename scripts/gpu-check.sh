@@ -27,6 +27,8 @@ OUT=$diag GPU_DIAG_SR_SIZE=1920x1080 GPU_DIAG_TRACE=1 GPU_DIAG_SR_AUTO=1 GPU_DIA
     GPU_DIAG_NCU_BINARY=0 GPU_DIAG_SECONDS=${GPU_CHECK_DIAG_SECONDS:-200} scripts/gpu-diagnose.sh || status=1
 # 4. Tests #[ignore]d for a known gap, run for their figures (their failure does not fail
 #    this check): staged as extra-* by gpu-tier-build.sh, e.g. the VAE memory plan on ROCm.
+export ROCM_PATH=/tmp/hip-on-cuda ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache \
+    REALCUGAN_MODELS=$repo/.device-carry/apps/models # as gpu-tier.sh left them
 for t in .device-carry/bin/extra-*; do
     [[ -x $t ]] || continue
     echo "---- $t --ignored" | tee -a "$diag/extra-tests.log"

@@ -41,14 +41,34 @@ fn the_memory_estimate_matches_the_allocator_peak() {
         .unwrap()
         .to_device(&dev)
         .unwrap();
+        net.enable_profiling();
         let out = net.forward(input).unwrap();
         dev.synchronize().unwrap();
-        let measured = alloc.stats().peak_live - base;
+        let profile = net.take_profile().expect("profiling was on");
+        // Per layer (the allocator's peaks are reset after each one while profiling).
+        let measured = profile.peak_live_by_layer.iter().map(|(_, p)| p).max().copied().unwrap_or(0) - base;
         drop(out);
         let ratio = estimate as f64 / measured as f64;
         println!(
             "se 2x {dtype:?} at {w}x{h}: estimate {estimate} bytes, allocator peak {measured} bytes live, ratio {ratio:.3}"
         );
+        // The largest layers of each, so that a mismatch says where it is.
+        let model: std::collections::HashMap<String, usize> =
+            net.peak_bytes_by_layer(h, w).unwrap().into_iter().collect();
+        let mut real = profile.peak_live_by_layer.clone();
+        real.sort_by_key(|(_, p)| std::cmp::Reverse(*p));
+        for (name, r) in real.iter().take(6) {
+            println!("  {name}: allocator {}, walk {:?}", r.saturating_sub(base), model.get(name));
+        }
+        let mut walk: Vec<_> = model.iter().collect();
+        walk.sort_by_key(|(_, m)| std::cmp::Reverse(**m));
+        let real: std::collections::HashMap<_, _> = real.into_iter().collect();
+        for (name, m) in walk.iter().take(4) {
+            println!(
+                "  walk's largest {name}: walk {m}, allocator {:?}",
+                real.get(*name).map(|r| r.saturating_sub(base))
+            );
+        }
         assert!((0.9..=1.1).contains(&ratio), "{dtype:?}: estimate {estimate} vs measured {measured} ({ratio:.3})");
     }
 }

@@ -173,6 +173,12 @@ impl Network {
         Ok(self.walk(h, w)?.peak_bytes)
     }
 
+    /// The walk of [`Self::peak_bytes`] layer by layer: each layer's name and the bytes
+    /// held while it runs (to hold against `Profile::peak_live_by_layer`).
+    pub fn peak_bytes_by_layer(&self, h: usize, w: usize) -> Result<Vec<(String, usize)>, Error> {
+        Ok(self.walk(h, w)?.by_node)
+    }
+
     /// Where a run on an `h x w` input stops for each SE pooling layer: the convolution
     /// FLOPs done before it and the bytes its state holds there (what a tiled run keeps
     /// per tile between passes, or recomputes). In pooling order.
@@ -200,6 +206,7 @@ impl Network {
             ids.iter().map(|&s| storage_bytes[s]).sum()
         };
         let mut peak = 0;
+        let mut by_node = Vec::with_capacity(self.graph.nodes.len());
         let (mut flops, mut pools) = (0u64, Vec::new());
         for node in &self.graph.nodes {
             let before = live(&live_blobs, &storage, &storage_bytes);
@@ -250,6 +257,7 @@ impl Network {
                 _ => out,
             };
             peak = peak.max(before + new + extra);
+            by_node.push((node.name.clone(), before + new + extra));
             for &t in &node.tops {
                 if matches!(node.kind, NodeKind::Split | NodeKind::Crop(_)) {
                     storage[t] = storage[node.bottoms[0]];
@@ -262,7 +270,7 @@ impl Network {
         }
         // The output read back as f32.
         peak = peak.max(live(&live_blobs, &storage, &storage_bytes) + bytes(shapes[self.graph.output]) / elem * 4);
-        Ok(Walk { peak_bytes: peak, pools })
+        Ok(Walk { peak_bytes: peak, pools, by_node })
     }
 }
 
@@ -278,4 +286,6 @@ pub struct PoolPoint {
 struct Walk {
     peak_bytes: usize,
     pools: Vec<PoolPoint>,
+    /// Each layer's name and the bytes the walk holds while it runs.
+    by_node: Vec<(String, usize)>,
 }

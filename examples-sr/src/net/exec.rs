@@ -72,6 +72,9 @@ pub struct Profile {
     pub se: Duration,
     /// Each conv / deconv layer: name, shape summary, time (summed over runs), FLOPs.
     pub layers: Vec<LayerTime>,
+    /// On ROCm: each layer's name and the allocator's peak of live bytes while it ran (the
+    /// allocator's peaks are reset after each layer), for checking the memory walk.
+    pub peak_live_by_layer: Vec<(String, usize)>,
 }
 
 /// Time of one convolution layer in a [`Profile`].
@@ -148,6 +151,12 @@ impl Network {
                 }
             }
             self.execute(run, node, means).map_err(|e| err(format!("layer '{}': {e}", node.name)))?;
+            if let Some(dev) = self.device.rocm_device().filter(|_| self.profiling()) {
+                let alloc = dev.allocator();
+                let peak = alloc.stats().peak_live;
+                alloc.reset_peaks();
+                self.record(|p| p.peak_live_by_layer.push((node.name.clone(), peak)));
+            }
             for &b in &node.frees {
                 run.values[b] = None;
             }
