@@ -63,10 +63,12 @@ fn the_memory_estimate_matches_the_allocator_peak() {
         let mut walk: Vec<_> = model.iter().collect();
         walk.sort_by_key(|(_, m)| std::cmp::Reverse(**m));
         let real: std::collections::HashMap<_, _> = real.into_iter().collect();
+        let plans: std::collections::HashMap<String, String> = net.conv_plans(h, w).unwrap().into_iter().collect();
         for (name, m) in walk.iter().take(4) {
             println!(
-                "  walk's largest {name}: walk {m}, allocator {:?}",
-                real.get(*name).map(|r| r.saturating_sub(base))
+                "  walk's largest {name}: walk {m}, allocator {:?}; {}",
+                real.get(*name).map(|r| r.saturating_sub(base)),
+                plans.get(*name).map_or("", |p| p.as_str())
             );
         }
         assert!((0.9..=1.1).contains(&ratio), "{dtype:?}: estimate {estimate} vs measured {measured} ({ratio:.3})");

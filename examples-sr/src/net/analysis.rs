@@ -179,6 +179,37 @@ impl Network {
         Ok(self.walk(h, w)?.by_node)
     }
 
+    /// Each convolution layer on an `h x w` input with the plan the walk prices
+    /// (`Device::conv_plan_with_live`, the output live) and the plan the device makes for
+    /// the problem as the run asks (`Device::conv_plan`), one line each.
+    pub fn conv_plans(&self, h: usize, w: usize) -> Result<Vec<(String, String)>, Error> {
+        let shapes = self.shapes(h, w)?;
+        let mut out = Vec::new();
+        for node in &self.graph.nodes {
+            if let NodeKind::Conv(c) = &node.kind
+                && let Some(Shape::Image { c: ic, h, w }) = shapes[node.bottoms[0]]
+            {
+                let problem = c.run_problem(&[1, ic, h, w], self.dtype).map_err(|e| err(e.to_string()))?;
+                let live = self.device.allocation_bytes(problem.output_bytes());
+                let walk = self.device.conv_plan_with_live(&problem, live)?;
+                let run = self.device.conv_plan(&problem)?;
+                out.push((
+                    node.name.clone(),
+                    format!(
+                        "walk: {:?} {} chunk(s) {} B; run: {:?} {} chunk(s) {} B",
+                        walk.algorithm,
+                        walk.chunks,
+                        walk.workspace_bytes,
+                        run.algorithm,
+                        run.chunks,
+                        run.workspace_bytes
+                    ),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
     /// Where a run on an `h x w` input stops for each SE pooling layer: the convolution
     /// FLOPs done before it and the bytes its state holds there (what a tiled run keeps
     /// per tile between passes, or recomputes). In pooling order.
