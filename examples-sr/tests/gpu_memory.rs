@@ -24,6 +24,7 @@ fn the_memory_estimate_matches_the_allocator_peak() {
     };
     let alloc = dev.rocm_device().expect("a ROCm device").allocator();
     let (h, w) = (540, 960);
+    let mut failures = Vec::new();
     for dtype in [DType::F32, DType::F16] {
         let up = Variant::new(examples_sr::models::ModelKind::Se, 2, 0).unwrap().load(&models, dtype, &dev).unwrap();
         let net = up.network();
@@ -60,6 +61,11 @@ fn the_memory_estimate_matches_the_allocator_peak() {
         for (name, r) in real.iter().take(6) {
             println!("  {name}: allocator {}, walk {:?}", r.saturating_sub(base), model.get(name));
         }
+        if std::env::var("GPU_MEMORY_ALL_LAYERS").is_ok() {
+            for (name, r) in &profile.peak_live_by_layer {
+                println!("  layer {name}: allocator {}, walk {:?}", r.saturating_sub(base), model.get(name));
+            }
+        }
         let mut walk: Vec<_> = model.iter().collect();
         walk.sort_by_key(|(_, m)| std::cmp::Reverse(**m));
         let real: std::collections::HashMap<_, _> = real.into_iter().collect();
@@ -71,6 +77,9 @@ fn the_memory_estimate_matches_the_allocator_peak() {
                 plans.get(*name).map_or("", |p| p.as_str())
             );
         }
-        assert!((0.9..=1.1).contains(&ratio), "{dtype:?}: estimate {estimate} vs measured {measured} ({ratio:.3})");
+        if !(0.9..=1.1).contains(&ratio) {
+            failures.push(format!("{dtype:?}: estimate {estimate} vs measured {measured} ({ratio:.3})"));
+        }
     }
+    assert!(failures.is_empty(), "{failures:?}");
 }
