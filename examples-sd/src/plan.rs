@@ -474,6 +474,21 @@ pub(crate) fn attention(s: &mut Walk, x: usize, c: usize, t: usize, max_score_by
     for start in (0..t).step_by(chunk) {
         let len = chunk.min(t - start);
         let sc = s.bytes(len * t, s.dtype);
+        if s.device.is_rocm() {
+            // ROCm: the chunk of q made contiguous for rocBLAS (a view at an offset), the
+            // scores and their scale, then one softmax kernel (f32 inside, output in the
+            // dtype) and the chunk's output.
+            let qc = s.alloc(s.bytes(len * c, s.dtype));
+            let raw = s.alloc(sc);
+            s.free(qc);
+            let scaled = s.alloc(sc);
+            s.free(raw);
+            let p = s.alloc(sc);
+            outs += s.alloc(s.bytes(len * c, s.dtype));
+            s.free(p);
+            s.free(scaled);
+            continue;
+        }
         let sc32 = s.bytes(len * t, DType::F32);
         let row32 = s.bytes(len, DType::F32);
         // The scores and their scale (both alive until the statement ends).
