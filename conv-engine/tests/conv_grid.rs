@@ -5,7 +5,7 @@
 //! writes fails.
 
 use candle_core::{DType, Device, Tensor};
-use conv_engine::cpu::CpuCatalog;
+use conv_engine::cpu::{CpuCatalog, WinogradTile};
 use conv_engine::reference::conv_f64;
 use conv_engine::{Algorithm, Budget, Conv1dParams, Conv2dParams, ConvProblem, CpuConv, Padding2d};
 use implicit_gemm::ConvKind;
@@ -227,12 +227,19 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
     }
 }
 
-/// Winograd on 3x3 stride-1 problems big enough to span several tile blocks, partial
-/// tiles on both edges, batch > 1 and asymmetric padding, in every dtype, with a roomy
-/// budget and with one that forces one-panel blocks; reports the worst f32 error relative
-/// to the largest reference magnitude.
+/// Winograd F(2x2) and F(4x4) on 3x3 stride-1 problems big enough to span several tile
+/// blocks, partial tiles on both edges, batch > 1 and asymmetric padding, in every dtype,
+/// with a roomy budget and with one that forces one-panel blocks; chunked by 3 output rows
+/// (chunks that cut transform tiles) the output is the same bit for bit. Reports the
+/// worst f32 error relative to the largest reference magnitude, per tile size.
 #[test]
 fn winograd_matches_the_reference_on_larger_3x3_problems() {
+    for tile in [WinogradTile::F2, WinogradTile::F4] {
+        winograd_matches_the_reference(tile);
+    }
+}
+
+fn winograd_matches_the_reference(tile: WinogradTile) {
     let mut rng = StdRng::seed_from_u64(0x3a3);
     // (N, C, H, W, K, padding top, bottom, left, right)
     type Shape = (usize, usize, usize, usize, usize, usize, usize, usize, usize);
@@ -259,15 +266,20 @@ fn winograd_matches_the_reference_on_larger_3x3_problems() {
             let (b, bv) = random_tensor(&mut rng, &[k], dt);
             let want = conv_f64(&p, &xv, &wv, Some(&bv));
             let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-            let roomy = CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[Algorithm::Winograd]);
-            // The transformed weights (16 × K padded to 6 × C floats) and a little more
-            // than one panel of 16 tiles (16 × (C + K padded) × 16 floats).
-            let k_pad = k.div_ceil(6) * 6;
-            let tight_bytes = (16 * k_pad * c + 16 * (c + k_pad) * 16 * 3 / 2) * 4;
-            let tight = CpuConv::new(Budget::bytes(tight_bytes)).with_allowed(&[Algorithm::Winograd]);
+            let engine = |bytes: usize| {
+                CpuConv::with_catalog(CpuCatalog::new().with_winograd_tile(tile), Budget::bytes(bytes))
+                    .with_allowed(&[Algorithm::Winograd])
+            };
+            let roomy = engine(1 << 30);
+            // The transformed weights (E = 16 or 36 elements × K padded to 6 × C floats)
+            // and a little more than one panel of 16 tiles (E × (C + K padded) × 16 floats).
+            let (k_pad, e) = (k.div_ceil(6) * 6, tile.input() * tile.input());
+            let tight_bytes = (e * k_pad * c + e * (c + k_pad) * 16 * 3 / 2) * 4;
+            let tight = engine(tight_bytes);
             for (what, engine) in [("roomy", &roomy), ("tight", &tight)] {
                 let plan = engine.plan(&p).unwrap_or_else(|e| panic!("{p}: {what}: {e}"));
                 assert_eq!(plan.algorithm(), Algorithm::Winograd);
+                assert!(plan.kernel().to_string().contains(&tile.to_string()), "{p}: {what}: {}", plan.kernel());
                 assert!(plan.workspace_bytes() <= engine.budget().resolve(|| 0), "{p}: {what}: {plan:?}");
                 let case = Case { problem: p, bias: true };
                 check(engine, &case, &x, &wt, Some(&b), &want, &format!("Winograd ({what} budget)"));
@@ -283,9 +295,13 @@ fn winograd_matches_the_reference_on_larger_3x3_problems() {
                     .unwrap_or_else(|e| panic!("{p}: {what}: chunked by 3 rows: {e}"));
                 let out = engine.run_plan(&chunked, &x, &wt, Some(&b)).unwrap();
                 let got = out.flatten_all().unwrap().to_dtype(DType::F64).unwrap().to_vec1::<f64>().unwrap();
-                let tol = tolerance(dt) * scale;
-                for (i, (g, r)) in got.iter().zip(&want).enumerate() {
-                    assert!((g - r).abs() <= tol, "{p}: {what}, chunked by 3 rows: element {i}: {g} vs {r}");
+                let whole = engine.run(&p, &x, &wt, Some(&b)).unwrap();
+                let whole = whole.flatten_all().unwrap().to_dtype(DType::F64).unwrap().to_vec1::<f64>().unwrap();
+                for (i, (g, r)) in got.iter().zip(&whole).enumerate() {
+                    assert!(
+                        g.to_bits() == r.to_bits(),
+                        "{p}: {what}, chunked by 3 rows: element {i}: {g} vs {r} unchunked"
+                    );
                 }
                 if dt == DType::F32 {
                     let out = engine.run(&p, &x, &wt, Some(&b)).unwrap();
@@ -297,7 +313,7 @@ fn winograd_matches_the_reference_on_larger_3x3_problems() {
             }
         }
     }
-    println!("Winograd: {runs} runs, worst f32 error {worst_f32:.2e} of the largest reference magnitude");
+    println!("Winograd {tile}: {runs} runs, worst f32 error {worst_f32:.2e} of the largest reference magnitude");
     assert_eq!(runs, shapes.len() * 3 * 2);
 }
 

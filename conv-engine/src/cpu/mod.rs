@@ -6,6 +6,8 @@ pub mod direct;
 mod gemm1x1;
 mod winograd;
 
+pub use winograd::{WINOGRAD_GRID, WinogradTile};
+
 use crate::budget::{Budget, DEFAULT_CPU_WORKSPACE, host_free_bytes};
 use crate::dispatch::{Algorithm, AlgorithmCatalog, BudgetState, Chunk, Chunking, Dispatcher, Plan};
 use crate::error::ConvError;
@@ -41,6 +43,12 @@ fn winograd_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
     if dtype == ConvDType::F32 { f32_rate } else { half_rate }
 }
 
+/// Winograd F(4x4, 3x3)'s rate, as [`winograd_gflops_per_thread`] (F(2x2, 3x3)'s).
+/// PLACEHOLDER until measured.
+fn winograd_f4_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
+    1.5 * winograd_gflops_per_thread(dtype, channels)
+}
+
 /// Sustained GFLOP/s per thread of each CPU algorithm on the VAE-decoder shapes, measured
 /// on a 2-core Zen 3 (AVX2/FMA) with `cargo bench --bench conv` (docs/measurements/).
 /// Only their ratios matter to the dispatcher. `channels` is min(C, K).
@@ -65,8 +73,9 @@ fn gflops_per_thread(alg: Algorithm, dtype: ConvDType, channels: usize) -> f64 {
 pub enum CpuKernel {
     /// Packed implicit GEMM; tiles fitted to the plan's workspace limit per chunk.
     ImplicitGemm(MicroKernel),
-    /// Winograd F(2x2, 3x3); blocks of tiles fitted to the workspace limit per chunk.
-    Winograd(MicroKernel),
+    /// Winograd F(2x2, 3x3) or F(4x4, 3x3); blocks of tiles fitted to the workspace limit
+    /// per chunk.
+    Winograd(WinogradTile, MicroKernel),
     /// candle's own conv (im2col + the gemm crate).
     CandleIm2col,
     /// The gemm crate over the input in place (1x1, stride 1).
@@ -78,7 +87,7 @@ impl CpuKernel {
     pub fn algorithm(self) -> Algorithm {
         match self {
             CpuKernel::ImplicitGemm(_) => Algorithm::ImplicitGemm,
-            CpuKernel::Winograd(_) => Algorithm::Winograd,
+            CpuKernel::Winograd(..) => Algorithm::Winograd,
             CpuKernel::CandleIm2col => Algorithm::Im2colGemm,
             CpuKernel::Gemm1x1 => Algorithm::Gemm1x1,
             CpuKernel::Direct => Algorithm::Direct,
@@ -90,7 +99,7 @@ impl std::fmt::Display for CpuKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CpuKernel::ImplicitGemm(mk) => write!(f, "implicit-gemm/{mk:?}"),
-            CpuKernel::Winograd(mk) => write!(f, "winograd-f2x2-3x3/{mk:?}"),
+            CpuKernel::Winograd(tile, mk) => write!(f, "winograd-{tile}/{mk:?}"),
             CpuKernel::CandleIm2col => f.write_str("candle-im2col"),
             CpuKernel::Gemm1x1 => f.write_str("gemm1x1"),
             CpuKernel::Direct => f.write_str("direct"),
@@ -102,18 +111,21 @@ impl std::fmt::Display for CpuKernel {
 pub type CpuPlan = Plan<CpuKernel>;
 
 /// The CPU's algorithms: `ImplicitGemm`, `Im2colGemm` (candle's own conv), `Gemm1x1` (the
-/// gemm crate over the input in place), `Winograd` (F(2x2, 3x3) for 3x3 stride-1 convs)
-/// and `Direct`.
+/// gemm crate over the input in place), `Winograd` (F(4x4, 3x3) or F(2x2, 3x3) for 3x3
+/// stride-1 convs) and `Direct`.
 #[derive(Clone, Debug)]
 pub struct CpuCatalog {
     threads: usize,
     kernel: MicroKernel,
+    /// Winograd's tile when fixed ([`Self::with_winograd_tile`]); chosen per problem when
+    /// `None`.
+    winograd_tile: Option<WinogradTile>,
 }
 
 impl CpuCatalog {
     /// Uses rayon's current thread count and the best microkernel for this CPU.
     pub fn new() -> Self {
-        CpuCatalog { threads: rayon::current_num_threads(), kernel: MicroKernel::detect() }
+        CpuCatalog { threads: rayon::current_num_threads(), kernel: MicroKernel::detect(), winograd_tile: None }
     }
 
     /// A specific microkernel (e.g. `Portable` to test it on an AVX2 machine). Panics if
@@ -124,20 +136,41 @@ impl CpuCatalog {
         self
     }
 
+    /// Winograd always with this tile size (to test or measure one); by default F(4x4)
+    /// unless its transformed weights alone exceed the workspace limit.
+    pub fn with_winograd_tile(mut self, tile: WinogradTile) -> Self {
+        self.winograd_tile = Some(tile);
+        self
+    }
+
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// The Winograd tile for `problem`. It depends on the problem and the workspace limit
+    /// only through whether F(4x4)'s transformed weights fit, so a layer's tile (and with it
+    /// the rounding of each output pixel) is the same for every image size that fits.
+    fn winograd_tile(&self, problem: &ConvProblem, limit: usize) -> WinogradTile {
+        if let Some(tile) = self.winograd_tile {
+            return tile;
+        }
+        let g = problem.geometry();
+        let f4_weights =
+            36 * g.out_channels.div_ceil(implicit_gemm::cpu::MR) * implicit_gemm::cpu::MR * g.in_channels * 4;
+        if f4_weights <= limit { WinogradTile::F4 } else { WinogradTile::F2 }
     }
 
     /// The Winograd plan for a chunk (blocks shrunk to fit `limit` where possible), or
     /// `None` when the problem is not a 3x3 stride-1 one.
     fn winograd_plan(
         &self,
+        tile: WinogradTile,
         mk: MicroKernel,
         problem: &ConvProblem,
         chunk: &Chunk,
         limit: usize,
     ) -> Option<winograd::WinogradPlan> {
-        winograd::WinogradPlan::fitted(problem, chunk, &chunk_geometry(problem, chunk), mk, limit)
+        winograd::WinogradPlan::fitted(problem, tile, chunk, &chunk_geometry(problem, chunk), mk, limit)
     }
 
     /// The executor plan for a chunk, with tiles shrunk (down to one worker) until its
@@ -171,10 +204,11 @@ impl AlgorithmCatalog for CpuCatalog {
         vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
     }
 
-    fn kernel(&self, alg: Algorithm, problem: &ConvProblem, _chunking: Chunking, _limit: usize) -> Option<CpuKernel> {
+    fn kernel(&self, alg: Algorithm, problem: &ConvProblem, _chunking: Chunking, limit: usize) -> Option<CpuKernel> {
         match alg {
             Algorithm::ImplicitGemm => Some(CpuKernel::ImplicitGemm(self.kernel)),
-            Algorithm::Winograd => winograd::supports(problem).then_some(CpuKernel::Winograd(self.kernel)),
+            Algorithm::Winograd => winograd::supports(problem)
+                .then(|| CpuKernel::Winograd(self.winograd_tile(problem, limit), self.kernel)),
             Algorithm::Im2colGemm => Some(CpuKernel::CandleIm2col),
             Algorithm::Gemm1x1 => Some(CpuKernel::Gemm1x1),
             Algorithm::Direct => Some(CpuKernel::Direct),
@@ -188,7 +222,9 @@ impl AlgorithmCatalog for CpuCatalog {
             CpuKernel::Direct => Some(0),
             CpuKernel::CandleIm2col => candle_conv::workspace_bytes(problem, chunk, self.threads),
             CpuKernel::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
-            CpuKernel::Winograd(mk) => self.winograd_plan(mk, problem, chunk, limit).map(|p| p.workspace_bytes()),
+            CpuKernel::Winograd(tile, mk) => {
+                self.winograd_plan(tile, mk, problem, chunk, limit).map(|p| p.workspace_bytes())
+            }
         }
     }
 
@@ -197,7 +233,11 @@ impl AlgorithmCatalog for CpuCatalog {
         let g = problem.geometry();
         let share = (chunk.batch.len() * chunk.rows.len()) as f64 / (g.batch * g.out_hw()[0]) as f64;
         let flops = g.flops() as f64 * share;
-        let per_thread = gflops_per_thread(alg, problem.dtype(), g.in_channels.min(g.out_channels));
+        let channels = g.in_channels.min(g.out_channels);
+        let per_thread = match *kernel {
+            CpuKernel::Winograd(WinogradTile::F4, _) => winograd_f4_gflops_per_thread(problem.dtype(), channels),
+            _ => gflops_per_thread(alg, problem.dtype(), channels),
+        };
         let rate = per_thread * 1e9 * self.threads as f64;
         // Small problems are dominated by fixed costs (thread start-up, packing set-up).
         let fixed = match alg {
@@ -400,7 +440,7 @@ impl CpuConv {
             )),
             requires: plan.algorithm().requirements(),
         };
-        if let CpuKernel::ImplicitGemm(mk) | CpuKernel::Winograd(mk) = *plan.kernel()
+        if let CpuKernel::ImplicitGemm(mk) | CpuKernel::Winograd(_, mk) = *plan.kernel()
             && !mk.is_supported()
         {
             return Err(unsupported(&format!(" (microkernel {mk:?} is not supported by this CPU)")));
@@ -473,15 +513,16 @@ impl CpuConv {
                     };
                     exec.run_fused(xs, w, b, &chunk_epilogue, os, &mut ws);
                 }
-                CpuKernel::Winograd(mk) => {
-                    let exec = catalog.winograd_plan(mk, problem, &chunk, plan.workspace_limit()).ok_or_else(|| {
-                        ConvError::AlgorithmUnsupported {
-                            problem: problem.to_string(),
-                            algorithm: Algorithm::Winograd.name(),
-                            chunking: None,
-                            requires: Algorithm::Winograd.requirements(),
-                        }
-                    })?;
+                CpuKernel::Winograd(tile, mk) => {
+                    let exec =
+                        catalog.winograd_plan(tile, mk, problem, &chunk, plan.workspace_limit()).ok_or_else(|| {
+                            ConvError::AlgorithmUnsupported {
+                                problem: problem.to_string(),
+                                algorithm: Algorithm::Winograd.name(),
+                                chunking: None,
+                                requires: Algorithm::Winograd.requirements(),
+                            }
+                        })?;
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats())?;
                     exec.run(xs, w, b, os, &mut ws);
                 }
