@@ -389,3 +389,62 @@ fn every_algorithm_applies_the_fused_epilogue() {
         assert!(runs.get(alg).copied().unwrap_or(0) >= 10, "{alg} ran only {:?} times", runs.get(alg));
     }
 }
+
+/// Winograd's rounding depends on a pixel's place on the transform grid anchored at output
+/// (0, 0), and on nothing else: a valid (unpadded) convolution of a window of an image,
+/// whose origin is a multiple of the grid, gives the image's output bits at every pixel of
+/// the window's whole transform tiles (the last, cut tiles read zeros where the image has
+/// pixels, and may differ).
+#[test]
+fn winograd_windows_on_the_grid_reproduce_the_image_bits() {
+    let mut rng = StdRng::seed_from_u64(0x9a1d);
+    // Wide enough for whole 16-tile panels in one tile row (the contiguous fast paths) in
+    // the image and in some windows, not in others.
+    for (c, k, h, w) in [(11, 7, 37, 150), (3, 32, 60, 76), (64, 64, 52, 84), (256, 128, 25, 33), (64, 3, 50, 82)] {
+        for tile in [WinogradTile::F2, WinogradTile::F4] {
+            let engine = CpuConv::with_catalog(CpuCatalog::new().with_winograd_tile(tile), Budget::bytes(1 << 30))
+                .with_allowed(&[Algorithm::Winograd]);
+            let (x, _) = random_tensor(&mut rng, &[1, c, h, w], DType::F32);
+            let (wt, _) = random_tensor(&mut rng, &[k, c, 3, 3], DType::F32);
+            let (b, _) = random_tensor(&mut rng, &[k], DType::F32);
+            let params = Conv2dParams::default();
+            let full = engine.conv2d(&x, &wt, Some(&b), &params).unwrap();
+            let full = full.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let (oh, ow) = (h - 2, w - 2);
+            let g = conv_engine::cpu::WINOGRAD_GRID;
+            let mut compared = 0;
+            for (y0, x0, wh, ww) in [
+                (0, 0, 20, 17),
+                (g, 2 * g, 19, 22),
+                (2 * g, g, h - 2 * g, w - g),
+                (3 * g, 0, 9, 30),
+                (0, 4 * g, 20, w - 4 * g),
+                (0, 0, h - 8, w),
+            ] {
+                let win = x.narrow(2, y0, wh).unwrap().narrow(3, x0, ww).unwrap().contiguous().unwrap();
+                let out = engine.conv2d(&win, &wt, Some(&b), &params).unwrap();
+                let out = out.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                let (wo_h, wo_w) = (wh - 2, ww - 2);
+                let m = tile.output();
+                // Whole transform tiles only, unless the window ends where the image does.
+                let keep = |n: usize, end_of_image: bool| if end_of_image { n } else { n / m * m };
+                let (kh, kw) = (keep(wo_h, y0 + wh == h), keep(wo_w, x0 + ww == w));
+                for ch in 0..k {
+                    for i in 0..kh {
+                        for j in 0..kw {
+                            let a = full[(ch * oh + y0 + i) * ow + x0 + j];
+                            let v = out[(ch * wo_h + i) * wo_w + j];
+                            assert_eq!(
+                                a.to_bits(),
+                                v.to_bits(),
+                                "{tile}: window ({y0}, {x0}) {wh}x{ww}: ({ch}, {i}, {j})"
+                            );
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+            println!("Winograd {tile}: {compared} outputs of 5 windows identical to the whole image's");
+        }
+    }
+}
