@@ -384,7 +384,8 @@ impl CpuConv {
     }
 
     /// Runs a given plan with an epilogue: `out = (act(conv + bias) + residual) · scale`.
-    /// The implicit GEMM applies it in its write-out; the other kernels in one pass after.
+    /// The implicit GEMM and Winograd apply it in their write-out; the other kernels in one
+    /// pass after.
     ///
     /// The plan is checked again before anything runs: the tensors must be what its
     /// problem says, and this engine's catalog must accept its kernel for every chunk
@@ -524,7 +525,12 @@ impl CpuConv {
                             }
                         })?;
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats())?;
-                    exec.run(xs, w, b, os, &mut ws);
+                    let chunk_epilogue = Epilogue {
+                        activation: epilogue.activation,
+                        residual: res.map(|r| &r[chunk.batch.start * img_out..chunk.batch.end * img_out]),
+                        scale: epilogue.scale,
+                    };
+                    exec.run(xs, w, b, &chunk_epilogue, os, &mut ws);
                 }
                 CpuKernel::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
                 CpuKernel::Gemm1x1 => gemm1x1::run(&gc, xs, w, b, os, chunk.rows.clone(), catalog.threads)?,
@@ -533,7 +539,8 @@ impl CpuConv {
             }
         }
         let out = Tensor::from_vec(out, problem.output_shape(), &Device::Cpu)?;
-        if matches!(kernel, CpuKernel::ImplicitGemm(_)) {
+        // ImplicitGemm and Winograd apply the epilogue in their write-out.
+        if matches!(kernel, CpuKernel::ImplicitGemm(_) | CpuKernel::Winograd(..)) {
             return Ok(out);
         }
         apply_epilogue::<T>(out, &whole_epilogue)

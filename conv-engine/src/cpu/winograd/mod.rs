@@ -12,7 +12,8 @@
 //! `M[e] (K × tiles) = U[e] (K × C) · V[e] (C × tiles)`, run by the implicit-GEMM
 //! executor's 6×16 microkernel. The weights are transformed once per run (in f64, rounded
 //! once) straight into 6-row panels; the input is transformed a block of tiles at a time
-//! straight into 16-tile panels; the output transform adds the bias and narrows into NCHW.
+//! straight into 16-tile panels; the output transform adds the bias, applies the epilogue
+//! (activation, residual, scale) and narrows into NCHW: one write of each output.
 //! Arithmetic is f32 whatever the storage type.
 //!
 //! Which output pixel a value comes from decides its rounding: a pixel's value depends on
@@ -36,7 +37,7 @@ mod transforms;
 use crate::dispatch::Chunk;
 use crate::problem::ConvProblem;
 use implicit_gemm::cpu::{Element, MR, MicroKernel, NR};
-use implicit_gemm::{ConvGeometry, ConvKind};
+use implicit_gemm::{ConvGeometry, ConvKind, Epilogue};
 use rayon::prelude::*;
 use std::ops::Range;
 use transforms::{input_tile_lanes, output_tile_lanes, weight_tile};
@@ -177,18 +178,23 @@ impl WinogradPlan {
     }
 
     /// Computes the chunk's output rows of every image into `output` (the chunk's images,
-    /// all rows). `workspace` holds at least [`Self::workspace_floats`] floats.
+    /// all rows), `epilogue` applied (its residual: the chunk's images, like `output`).
+    /// `workspace` holds at least [`Self::workspace_floats`] floats.
     pub(super) fn run<T: Element>(
         &self,
         input: &[T],
         weight: &[T],
         bias: Option<&[T]>,
+        epilogue: &Epilogue<&[T]>,
         output: &mut [T],
         workspace: &mut [f32],
     ) {
+        if let Some(r) = epilogue.residual {
+            assert_eq!(r.len(), output.len(), "residual length");
+        }
         match self.tile {
-            WinogradTile::F2 => self.run_tiles::<T, 2, 4, 16>(input, weight, bias, output, workspace),
-            WinogradTile::F4 => self.run_tiles::<T, 4, 6, 36>(input, weight, bias, output, workspace),
+            WinogradTile::F2 => self.run_tiles::<T, 2, 4, 16>(input, weight, bias, epilogue, output, workspace),
+            WinogradTile::F4 => self.run_tiles::<T, 4, 6, 36>(input, weight, bias, epilogue, output, workspace),
         }
     }
 
@@ -198,6 +204,7 @@ impl WinogradPlan {
         input: &[T],
         weight: &[T],
         bias: Option<&[T]>,
+        epilogue: &Epilogue<&[T]>,
         output: &mut [T],
         workspace: &mut [f32],
     ) {
@@ -218,7 +225,7 @@ impl WinogradPlan {
             self.transform_input::<T, M, N, E>(input, tiles.start, npanels, v);
             self.gemm(E, u, v, m, npanels);
             // SAFETY: `out` is the whole output of the chunk's images.
-            unsafe { self.transform_output::<T, M, N, E>(m, bias, tiles, out) };
+            unsafe { self.transform_output::<T, M, N, E>(m, bias, epilogue, tiles, out) };
         }
     }
 
@@ -384,8 +391,9 @@ impl WinogradPlan {
         });
     }
 
-    /// Inverse transform of the block's tiles, plus bias, narrowed into the output (the
-    /// chunk's rows only: a tile cut by the chunk's edge writes its rows inside).
+    /// Inverse transform of the block's tiles, plus bias, through the epilogue, narrowed into
+    /// the output (the chunk's rows only: a tile cut by the chunk's edge writes its rows
+    /// inside).
     ///
     /// # Safety
     /// `out` addresses the whole output of the chunk's images, and nothing else writes the
@@ -394,9 +402,15 @@ impl WinogradPlan {
         &self,
         m: &[f32],
         bias: Option<&[T]>,
+        epilogue: &Epilogue<&[T]>,
         tiles: Range<usize>,
         out: SharedMut<T>,
     ) {
+        let plain = epilogue.is_plain();
+        // `v` (bias included) through the epilogue, at output element `at`.
+        let finish = |v: f32, at: usize| {
+            if plain { v } else { epilogue.apply(v, epilogue.residual.map_or(0.0, |r| r[at].to_f32())) }
+        };
         let g = &self.geom;
         let k_n = g.out_channels;
         let [p, q] = g.out_hw();
@@ -427,15 +441,20 @@ impl WinogradPlan {
                     let plane = (n * k_n + k) * p * q;
                     let mut buf = [0f32; 4 * NR];
                     for (i, yrow) in y.iter().enumerate() {
+                        let row = plane + (oy + i) * q + ox;
                         for (s, cell) in yrow.iter().enumerate() {
                             for (j, v) in cell.iter().enumerate() {
                                 buf[M * j + s] = v + b;
                             }
                         }
+                        if !plain {
+                            for (x, v) in buf[..M * NR].iter_mut().enumerate() {
+                                *v = finish(*v, row + x);
+                            }
+                        }
                         // SAFETY: row oy + i, columns ox..ox + 16·M of plane (n, k) are
                         // inside the chunk's output and belong to this (panel, k) job alone.
-                        let dst =
-                            unsafe { std::slice::from_raw_parts_mut(out.ptr().add(plane + (oy + i) * q + ox), M * NR) };
+                        let dst = unsafe { std::slice::from_raw_parts_mut(out.ptr().add(row), M * NR) };
                         T::narrow(&buf[..M * NR], dst);
                     }
                     return;
@@ -455,7 +474,8 @@ impl WinogradPlan {
                     for (s, cell) in yrow.iter().enumerate().take(q - ox) {
                         // SAFETY: (oy + i, ox + s) is inside the chunk's rows of plane
                         // (n, k); each element belongs to one (tile, k) job.
-                        unsafe { *out.ptr().add(plane + (oy + i) * q + ox + s) = T::from_f32(cell[j] + b) };
+                        let at = plane + (oy + i) * q + ox + s;
+                        unsafe { *out.ptr().add(at) = T::from_f32(finish(cell[j] + b, at)) };
                     }
                 }
             }
