@@ -18,24 +18,28 @@ use half::{bf16, f16};
 use implicit_gemm::cpu::{CpuConvPlan, Element, MicroKernel};
 use implicit_gemm::{ConvGeometry, Epilogue};
 
-/// Winograd's rate in GFLOP/s per thread of the direct convolution's FLOP count (it does
-/// 2.25x fewer multiplies, but its transforms cost per channel, so it pays off only with
-/// enough channels). Set from `benches/winograd_vs_implicit_gemm.rs` (ImplicitGemm and
-/// Winograd back to back, best of alternating rounds, one 3x3 pad-1 image, 2-core Zen 3
-/// shared with other builds, 2026-12-03). Winograd / ImplicitGemm over three runs:
-/// f32 0.72-0.87 at 32 channels (256²), 0.94-1.15 at 64 (130², 200²), 1.15-1.34 at 128
-/// (128²), 1.26-1.59 at 256 (64²), 1.15-1.43 at 512 (32²); f16 0.9-0.98, 0.99-1.28,
-/// 0.98-1.28, 1.21-1.43, 1.22-1.36. Scaled to ImplicitGemm's rates below (55 and 45);
-/// at 64 channels it is close to a tie.
+/// Winograd F(2x2, 3x3)'s rate in GFLOP/s per thread of the direct convolution's FLOP
+/// count (it does 2.25x fewer multiplies, but its transforms cost per channel, so it pays
+/// off only with enough channels). Set from `benches/winograd_vs_implicit_gemm.rs`
+/// (ImplicitGemm and Winograd back to back, best of alternating rounds, one 3x3 pad-1
+/// image, 2-core Zen 3 shared with other builds, 2026-12-03). Winograd / ImplicitGemm over
+/// three runs: f32 0.72-0.87 at 32 channels (256²), 0.94-1.15 at 64 (130², 200²),
+/// 1.15-1.34 at 128 (128²), 1.26-1.59 at 256 (64²), 1.15-1.43 at 512 (32²); f16 0.9-0.98,
+/// 0.99-1.28, 0.98-1.28, 1.21-1.43, 1.22-1.36. Scaled to ImplicitGemm's rates below (55
+/// and 45); at 64 channels it is close to a tie. Below 16 channels (Real-CUGAN's 3-channel
+/// layers) the transforms dominate: 3.4 GFLOP/s per thread measured for F(4x4) at 3->32
+/// (examples-sr's cpu bench, 2026-12-04), well under ImplicitGemm.
 fn winograd_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
     let f32_rate = match channels {
-        0..=32 => 40.0,
+        0..=15 => 4.0,
+        16..=32 => 40.0,
         33..=64 => 58.0,
         65..=128 => 65.0,
         _ => 75.0,
     };
     let half_rate = match channels {
-        0..=32 => 38.0,
+        0..=15 => 4.0,
+        16..=32 => 38.0,
         33..=64 => 46.0,
         65..=128 => 50.0,
         _ => 55.0,
@@ -43,10 +47,28 @@ fn winograd_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
     if dtype == ConvDType::F32 { f32_rate } else { half_rate }
 }
 
-/// Winograd F(4x4, 3x3)'s rate, as [`winograd_gflops_per_thread`] (F(2x2, 3x3)'s).
-/// PLACEHOLDER until measured.
+/// Winograd F(4x4, 3x3)'s rate, as [`winograd_gflops_per_thread`]: from the same bench
+/// (2026-12-04, F(2x2), F(4x4) and ImplicitGemm back to back, f32, the AVX-512 Zen 4 VM
+/// running the AVX2 microkernel, load average 3-5 from other builds), F(4x4) /
+/// ImplicitGemm: 1.37 at 32 channels (288²), 1.73-1.92 at 64 (288², 512²), 1.45-2.36 at
+/// 128 (72²-144²), 1.71-1.96 at 256 (64², 72²); F(4x4) / F(2x2) 1.16-1.63 on those. At
+/// 512 channels on 32² it was 0.61: its transformed weights (38 MiB, made per run) cost
+/// more than the GEMMs save on so few pixels; the rate does not model that, so that a
+/// layer's choice depends on its channels only (see examples-sr's `cpu_device`).
+/// f16: F(2x2)'s rate times F(4x4)'s f32 gain over F(2x2), not measured separately.
 fn winograd_f4_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
-    1.5 * winograd_gflops_per_thread(dtype, channels)
+    let f32_rate = match channels {
+        0..=15 => 4.0,
+        16..=32 => 75.0,
+        33..=64 => 100.0,
+        65..=128 => 100.0,
+        _ => 100.0,
+    };
+    if dtype == ConvDType::F32 {
+        f32_rate
+    } else {
+        f32_rate / winograd_gflops_per_thread(ConvDType::F32, channels) * winograd_gflops_per_thread(dtype, channels)
+    }
 }
 
 /// Sustained GFLOP/s per thread of each CPU algorithm on the VAE-decoder shapes, measured
