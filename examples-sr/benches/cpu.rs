@@ -131,10 +131,24 @@ fn main() {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .ok_or_else(|| format!("unexpected output {text:?}"))
     };
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    // The same network on implicit GEMM alone (examples-sr's CPU device before Winograd):
+    // what Winograd gains, in the same rounds.
+    let igemm_device = rocm_vision::Device::cpu_with_engine(
+        conv_engine::CpuConv::new(Budget::bytes(64 << 20)).with_allowed(&[conv_engine::Algorithm::ImplicitGemm]),
+    );
+    let igemm_up = variant.load(&a.model_dir, DType::F32, &igemm_device).expect("model loads");
+    let igemm_input = input.to_device(&igemm_device).expect("input");
+    let igemm_forward = || {
+        let t = Instant::now();
+        igemm_up.network().forward(igemm_input.clone()).expect("forward");
+        secs(t.elapsed())
+    };
+    igemm_forward();
+    let (mut ours, mut igemm, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
     let mut ncnn_error = None;
     for _ in 0..a.runs {
         ours.push(forward());
+        igemm.push(igemm_forward());
         if ncnn_error.is_none() {
             match ncnn_once() {
                 Ok(t) => theirs.push(t),
@@ -160,6 +174,7 @@ fn main() {
         println!("{name:<34} {:>9.3} {m:>9.3} {:>10.1}", best(v), flops / m / 1e9);
     };
     line("ours: network (untiled)", &ours);
+    line("ours, implicit GEMM only: network", &igemm);
     println!("{:<34} {:>9} {ours_all:>9.3} {:>10.1}", "ours: whole upscale (pre/post too)", "", flops / ours_all / 1e9);
     match ncnn_error {
         None => {
@@ -169,6 +184,11 @@ fn main() {
                 best(&ours) / best(&theirs),
                 ours_net / median(theirs.clone()),
                 a.runs
+            );
+            println!(
+                "ratio implicit GEMM only/ncnn (network): best {:.2}, median {:.2}",
+                best(&igemm) / best(&theirs),
+                median(igemm.clone()) / median(theirs.clone())
             );
         }
         Some(e) => println!("ncnn anchor skipped: {e}"),

@@ -192,7 +192,7 @@ impl CpuCatalog {
         chunk: &Chunk,
         limit: usize,
     ) -> Option<winograd::WinogradPlan> {
-        winograd::WinogradPlan::fitted(problem, tile, chunk, &chunk_geometry(problem, chunk), mk, limit)
+        winograd::WinogradPlan::fitted(problem, tile, chunk, &chunk_geometry(problem, chunk), mk, self.threads, limit)
     }
 
     /// The executor plan for a chunk, with tiles shrunk (down to one worker) until its

@@ -86,11 +86,12 @@ const KC: usize = 256;
 /// Output channels per GEMM job (a multiple of [`MR`]): a `MC × KC` block of transformed
 /// weights (144 KiB) stays in L2 while it sweeps the block's tile panels.
 const MC: usize = 144;
-/// Preferred bytes of one block's transformed input and output.
-const TARGET_BLOCK_BYTES: usize = 2 << 20;
+/// Preferred bytes of one block's transformed input and output (a worker's, in its core's
+/// L2 where the channels allow).
+const TARGET_BLOCK_BYTES: usize = 1 << 20;
 /// Preferred tile panels per block, whatever their size: enough to reuse each weight
 /// block from L2 several times.
-const MIN_PANELS: usize = 4;
+const MIN_PANELS: usize = 3;
 /// At most this many tile panels per block.
 const MAX_PANELS: usize = 32;
 /// Longest input row segment of one panel's tiles side by side (F(4x4): 15 steps of 4,
@@ -122,6 +123,8 @@ pub(super) struct WinogradPlan {
     tiles_w: usize,
     /// Tile panels (of [`NR`] tiles) per block.
     panels: usize,
+    /// Blocks run at once, each by one rayon job with its own part of the workspace.
+    workers: usize,
 }
 
 impl WinogradPlan {
@@ -135,6 +138,7 @@ impl WinogradPlan {
         chunk: &Chunk,
         chunk_geom: &ConvGeometry,
         kernel: MicroKernel,
+        threads: usize,
         limit: usize,
     ) -> Option<Self> {
         if !supports(problem) || chunk.rows.is_empty() {
@@ -146,13 +150,29 @@ impl WinogradPlan {
         let m_pad = g.out_channels.div_ceil(MR) * MR;
         let tile_rows = chunk.rows.start / t..chunk.rows.end.div_ceil(t);
         let tiles_w = q.div_ceil(t);
-        let mut plan =
-            WinogradPlan { geom: g, tile, rows: chunk.rows.clone(), kernel, m_pad, tile_rows, tiles_w, panels: 1 };
+        let mut plan = WinogradPlan {
+            geom: g,
+            tile,
+            rows: chunk.rows.clone(),
+            kernel,
+            m_pad,
+            tile_rows,
+            tiles_w,
+            panels: 1,
+            workers: 1,
+        };
         let total_panels = plan.tiles().div_ceil(NR).max(1);
         let panel_bytes = plan.panel_floats() * 4;
-        let preferred = (TARGET_BLOCK_BYTES / panel_bytes).clamp(MIN_PANELS, MAX_PANELS);
+        // Preferred blocks, but at least one per thread where the tiles allow.
+        let preferred = (TARGET_BLOCK_BYTES / panel_bytes)
+            .clamp(MIN_PANELS, MAX_PANELS)
+            .min(total_panels.div_ceil(threads.max(1)))
+            .max(1);
+        let workers = threads.max(1).min(total_panels.div_ceil(preferred));
+        // Panels that fit beside the transformed weights, over all workers.
         let fits = (limit / 4).saturating_sub(plan.weight_floats()) / plan.panel_floats();
-        plan.panels = preferred.min(fits).min(total_panels).max(1);
+        plan.workers = workers.min(fits).max(1);
+        plan.panels = preferred.min(fits / plan.workers).max(1);
         Some(plan)
     }
 
@@ -170,7 +190,12 @@ impl WinogradPlan {
     }
 
     pub(super) fn workspace_floats(&self) -> usize {
-        self.weight_floats() + self.panels * self.panel_floats()
+        self.weight_floats() + self.workers * self.block_floats()
+    }
+
+    /// One worker's transformed input and GEMM output.
+    fn block_floats(&self) -> usize {
+        self.panels * self.panel_floats()
     }
 
     pub(super) fn workspace_bytes(&self) -> usize {
@@ -214,19 +239,27 @@ impl WinogradPlan {
         assert!(workspace.len() >= self.workspace_floats(), "workspace too small");
         assert!(self.kernel.is_supported(), "microkernel not supported");
         let (u, rest) = workspace.split_at_mut(self.weight_floats());
-        let (v, m) = rest[..self.panels * self.panel_floats()].split_at_mut(E * g.in_channels * NR * self.panels);
         self.transform_weights::<T, N, E>(weight, u);
         let u: &[f32] = u;
         let block = self.panels * NR;
+        let blocks = self.tiles().div_ceil(block);
         let out = SharedMut(output.as_mut_ptr());
-        for t0 in (0..self.tiles()).step_by(block) {
-            let tiles = t0..(t0 + block).min(self.tiles());
-            let npanels = tiles.len().div_ceil(NR);
-            self.transform_input::<T, M, N, E>(input, tiles.start, npanels, v);
-            self.gemm(E, u, v, m, npanels);
-            // SAFETY: `out` is the whole output of the chunk's images.
-            unsafe { self.transform_output::<T, M, N, E>(m, bias, epilogue, tiles, out) };
-        }
+        // Each worker takes every `workers`-th block and runs it start to end (input
+        // transform, the E GEMMs, output transform) in its own scratch, so a block stays in
+        // its core's cache and the workers meet only at the end.
+        let scratch = &mut rest[..self.workers * self.block_floats()];
+        scratch.par_chunks_mut(self.block_floats()).enumerate().for_each(|(worker, ws)| {
+            let (v, m) = ws.split_at_mut(E * g.in_channels * NR * self.panels);
+            for b in (worker..blocks).step_by(self.workers) {
+                let tiles = b * block..((b + 1) * block).min(self.tiles());
+                let npanels = tiles.len().div_ceil(NR);
+                self.transform_input::<T, M, N, E>(input, tiles.start, npanels, v);
+                self.gemm(E, u, v, m, npanels);
+                // SAFETY: `out` is the whole output of the chunk's images; blocks hold
+                // disjoint tiles, and a tile's outputs are written by its block alone.
+                unsafe { self.transform_output::<T, M, N, E>(m, bias, epilogue, tiles, out) };
+            }
+        });
     }
 
     /// `U[e]` in 6-row panels: `u[e][panel][c][i] = (G g Gᵀ)[e]` of output channel
@@ -275,7 +308,7 @@ impl WinogradPlan {
         const CB: usize = 8;
         let c_blocks = c_n.div_ceil(CB);
         let v_ptr = SharedMut(v.as_mut_ptr());
-        (0..npanels * c_blocks).into_par_iter().for_each(|job| {
+        (0..npanels * c_blocks).for_each(|job| {
             let (panel, cb) = (job / c_blocks, job % c_blocks);
             // Input origin of each lane's tile (None past the last tile).
             let origin: [Option<(usize, isize, isize)>; NR] = std::array::from_fn(|j| {
@@ -365,7 +398,7 @@ impl WinogradPlan {
         let m_blocks = m_panels.div_ceil(mc_panels);
         let m_ptr = SharedMut(m.as_mut_ptr());
         let kernel = self.kernel;
-        (0..elements * m_blocks).into_par_iter().for_each(|job| {
+        (0..elements * m_blocks).for_each(|job| {
             let (e, mb) = (job / m_blocks, job % m_blocks);
             let (u, v) = (&u[e * u_e..][..u_e], &v[e * v_e..][..v_e]);
             let panels_m = mb * mc_panels..((mb + 1) * mc_panels).min(m_panels);
@@ -418,7 +451,7 @@ impl WinogradPlan {
         let m_e = self.m_pad * ldc;
         let npanels = tiles.len().div_ceil(NR);
         let rows = self.rows.clone();
-        (0..npanels * k_n).into_par_iter().for_each(|job| {
+        (0..npanels * k_n).for_each(|job| {
             let (panel, k) = (job / k_n, job % k_n);
             let mut t = [[0f32; NR]; E];
             for (e, lanes) in t.iter_mut().enumerate() {
