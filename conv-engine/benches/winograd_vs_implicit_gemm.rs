@@ -13,6 +13,8 @@ fn main() {
     // (C, H, W, K): Real-CUGAN 2x at 256² (net input 292²: the 3x3 layers at 1x, 1/2x and
     // 2x of it), then the SD VAE decoder's.
     let shapes = [
+        (3, 552, 552, 32),
+        (64, 514, 514, 3),
         (32, 288, 288, 64),
         (64, 288, 288, 64),
         (64, 144, 144, 128),
