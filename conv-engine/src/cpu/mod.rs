@@ -20,25 +20,23 @@ use implicit_gemm::{ConvGeometry, Epilogue};
 
 /// Winograd F(2x2, 3x3)'s rate in GFLOP/s per thread of the direct convolution's FLOP
 /// count (it does 2.25x fewer multiplies, but its transforms cost per channel, so it pays
-/// off only with enough channels). Set from `benches/winograd_vs_implicit_gemm.rs`
-/// (ImplicitGemm and Winograd back to back, best of alternating rounds, one 3x3 pad-1
-/// image, 2-core Zen 3 shared with other builds, 2026-12-03). Winograd / ImplicitGemm over
-/// three runs: f32 0.72-0.87 at 32 channels (256²), 0.94-1.15 at 64 (130², 200²),
-/// 1.15-1.34 at 128 (128²), 1.26-1.59 at 256 (64²), 1.15-1.43 at 512 (32²); f16 0.9-0.98,
-/// 0.99-1.28, 0.98-1.28, 1.21-1.43, 1.22-1.36. Scaled to ImplicitGemm's rates below (55
-/// and 45); at 64 channels it is close to a tie. Below 16 channels (Real-CUGAN's 3-channel
-/// layers) the transforms dominate: 3.4 GFLOP/s per thread measured for F(4x4) at 3->32
-/// (examples-sr's cpu bench, 2026-12-04), well under ImplicitGemm.
+/// off only with enough channels). f32 from `benches/winograd_vs_implicit_gemm.rs`
+/// (ImplicitGemm, F(2x2) and F(4x4) back to back, best of alternating rounds, one 3x3 pad-1
+/// image; 2026-12-04, 2-core AVX-512 AMD EPYC VM running the AVX2 microkernel, load
+/// average 3-5 from other builds), F(2x2) / ImplicitGemm: 0.69-0.77 below 16 channels
+/// (Real-CUGAN's 3-channel layers), 1.06-1.27 at 32, 1.24-1.47 at 64, 1.44-1.83 at 128,
+/// 1.35-2.13 at 256-512; scaled to ImplicitGemm's 55. f16 from the 2026-12-03 run
+/// (0.9-0.98 at 32, 0.99-1.28 at 64 and 128, 1.21-1.43 at 256 and up; ImplicitGemm 45).
 fn winograd_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
     let f32_rate = match channels {
-        0..=15 => 4.0,
-        16..=32 => 40.0,
-        33..=64 => 58.0,
-        65..=128 => 65.0,
-        _ => 75.0,
+        0..=15 => 40.0,
+        16..=32 => 65.0,
+        33..=64 => 72.0,
+        65..=128 => 85.0,
+        _ => 95.0,
     };
     let half_rate = match channels {
-        0..=15 => 4.0,
+        0..=15 => 30.0,
         16..=32 => 38.0,
         33..=64 => 46.0,
         65..=128 => 50.0,
@@ -47,22 +45,20 @@ fn winograd_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
     if dtype == ConvDType::F32 { f32_rate } else { half_rate }
 }
 
-/// Winograd F(4x4, 3x3)'s rate, as [`winograd_gflops_per_thread`]: from the same bench
-/// (2026-12-04, F(2x2), F(4x4) and ImplicitGemm back to back, f32, the AVX-512 Zen 4 VM
-/// running the AVX2 microkernel, load average 3-5 from other builds), F(4x4) /
-/// ImplicitGemm: 1.37 at 32 channels (288²), 1.73-1.92 at 64 (288², 512²), 1.45-2.36 at
-/// 128 (72²-144²), 1.71-1.96 at 256 (64², 72²); F(4x4) / F(2x2) 1.16-1.63 on those. At
-/// 512 channels on 32² it was 0.61: its transformed weights (38 MiB, made per run) cost
-/// more than the GEMMs save on so few pixels; the rate does not model that, so that a
-/// layer's choice depends on its channels only (see examples-sr's `cpu_device`).
-/// f16: F(2x2)'s rate times F(4x4)'s f32 gain over F(2x2), not measured separately.
+/// Winograd F(4x4, 3x3)'s rate, as [`winograd_gflops_per_thread`] (same runs). F(4x4) /
+/// ImplicitGemm: 0.72-0.87 below 16 channels, 1.33-1.37 at 32, 1.35-1.92 at 64, 1.45-2.51
+/// at 128, 1.38-1.96 at 256; at 512 channels on 32² 0.62 (its transformed weights, 38 MiB
+/// made per run, cost more than the GEMMs save on so few pixels; not modelled, so that a
+/// layer's choice depends on its channels only: see examples-sr's `cpu_device`). Above 128
+/// channels F(2x2) was as fast or faster, and is chosen there. f16: F(2x2)'s rate times
+/// F(4x4)'s f32 gain over F(2x2), not measured separately.
 fn winograd_f4_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
     let f32_rate = match channels {
-        0..=15 => 4.0,
-        16..=32 => 75.0,
-        33..=64 => 100.0,
+        0..=15 => 45.0,
+        16..=32 => 74.0,
+        33..=64 => 88.0,
         65..=128 => 100.0,
-        _ => 100.0,
+        _ => 90.0,
     };
     if dtype == ConvDType::F32 {
         f32_rate
@@ -159,7 +155,8 @@ impl CpuCatalog {
     }
 
     /// Winograd always with this tile size (to test or measure one); by default F(4x4)
-    /// unless its transformed weights alone exceed the workspace limit.
+    /// where its rate beats F(2x2)'s (up to 128 channels) and its transformed weights fit
+    /// the workspace limit.
     pub fn with_winograd_tile(mut self, tile: WinogradTile) -> Self {
         self.winograd_tile = Some(tile);
         self
@@ -169,9 +166,10 @@ impl CpuCatalog {
         self.threads
     }
 
-    /// The Winograd tile for `problem`. It depends on the problem and the workspace limit
-    /// only through whether F(4x4)'s transformed weights fit, so a layer's tile (and with it
-    /// the rounding of each output pixel) is the same for every image size that fits.
+    /// The Winograd tile for `problem`. It depends on the problem's channels and dtype, and
+    /// on the workspace limit only through whether F(4x4)'s transformed weights fit, so a
+    /// layer's tile (and with it the rounding of each output pixel) is the same for every
+    /// image size that fits.
     fn winograd_tile(&self, problem: &ConvProblem, limit: usize) -> WinogradTile {
         if let Some(tile) = self.winograd_tile {
             return tile;
@@ -179,7 +177,10 @@ impl CpuCatalog {
         let g = problem.geometry();
         let f4_weights =
             36 * g.out_channels.div_ceil(implicit_gemm::cpu::MR) * implicit_gemm::cpu::MR * g.in_channels * 4;
-        if f4_weights <= limit { WinogradTile::F4 } else { WinogradTile::F2 }
+        let channels = g.in_channels.min(g.out_channels);
+        let f4_faster = winograd_f4_gflops_per_thread(problem.dtype(), channels)
+            > winograd_gflops_per_thread(problem.dtype(), channels);
+        if f4_faster && f4_weights <= limit { WinogradTile::F4 } else { WinogradTile::F2 }
     }
 
     /// The Winograd plan for a chunk (blocks shrunk to fit `limit` where possible), or
