@@ -244,13 +244,20 @@ impl WinogradPlan {
         let block = self.panels * NR;
         let blocks = self.tiles().div_ceil(block);
         let out = SharedMut(output.as_mut_ptr());
-        // Each worker takes every `workers`-th block and runs it start to end (input
-        // transform, the E GEMMs, output transform) in its own scratch, so a block stays in
-        // its core's cache and the workers meet only at the end.
+        // Each worker takes the next block and runs it start to end (input transform, the
+        // E GEMMs, output transform) in its own scratch, so a block stays in its core's
+        // cache and the workers meet only at the end; taking blocks as they come (not a
+        // fixed share) keeps a worker whose core is busy with other work from holding the
+        // rest up.
+        let next = std::sync::atomic::AtomicUsize::new(0);
         let scratch = &mut rest[..self.workers * self.block_floats()];
-        scratch.par_chunks_mut(self.block_floats()).enumerate().for_each(|(worker, ws)| {
+        scratch.par_chunks_mut(self.block_floats()).for_each(|ws| {
             let (v, m) = ws.split_at_mut(E * g.in_channels * NR * self.panels);
-            for b in (worker..blocks).step_by(self.workers) {
+            loop {
+                let b = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if b >= blocks {
+                    break;
+                }
                 let tiles = b * block..((b + 1) * block).min(self.tiles());
                 let npanels = tiles.len().div_ceil(NR);
                 self.transform_input::<T, M, N, E>(input, tiles.start, npanels, v);
