@@ -137,7 +137,10 @@ fn main() {
         conv_engine::CpuConv::new(Budget::bytes(64 << 20)).with_allowed(&[conv_engine::Algorithm::ImplicitGemm]),
     );
     let igemm_up = variant.load(&a.model_dir, DType::F32, &igemm_device).expect("model loads");
-    let igemm_input = input.to_device(&igemm_device).expect("input");
+    // A tensor runs its convolutions on its own device's engine: the input must be made on
+    // this device (a CPU tensor moved between CPU devices keeps its engine).
+    let igemm_input =
+        Tensor::from_vec(input.to_vec::<f32>().expect("input"), &[1, 3, side, side], &igemm_device).expect("input");
     let igemm_forward = || {
         let t = Instant::now();
         igemm_up.network().forward(igemm_input.clone()).expect("forward");
