@@ -11,16 +11,23 @@
 //! at 16-bit precision). Alpha: bicubic ([`crate::bicubic`]) of the unpadded plane at
 //! 0..max, truncated and clamped without the +0.5.
 //!
-//! Tiling. A tile is a rectangle of the rounded image whose origin is a multiple of the
-//! rounding multiple (which the model's downsampling factor divides), fed to the net with
-//! its `pad` context pixels on every side taken from the padded whole image, exactly the
-//! window of the untiled net input. Every layer is a valid (unpadded) convolution, a
-//! strided or transposed one, a crop, or elementwise, so each feature map of the tile is
-//! the corresponding window of the untiled feature map: a map of relative size `r`
+//! Tiling. A tile is a rectangle of the rounded image whose origin (and, but for the last
+//! tile in its row or column, size) is a multiple of [`Upscaler::tile_align`] (the
+//! rounding multiple, which the model's downsampling factor divides, and on the CPU what
+//! keeps each Winograd layer's transform grid where the untiled run has it), fed to the
+//! net with its `pad` context pixels on every side taken from the padded whole image,
+//! exactly the window of the untiled net input; a tile that is not the last in its row
+//! (column) also gets [`Upscaler::far_extension`] more columns (rows) before its far
+//! context, so that what Winograd's cut transform tiles change at the far edge stays in
+//! the part the tile does not keep (see `net/margins.rs`).
+//!
+//! Every layer is a valid (unpadded) convolution, a strided or transposed one, a crop, or
+//! elementwise, so each feature map of the tile is the corresponding window of the untiled feature map: a map of relative size `r`
 //! (a [`Ratio`]) starts at untiled position `origin·r`. Its first `tile_size·r` rows and
 //! columns equal the untiled ones; only a margin at the far (bottom/right) edge can
-//! differ (a transposed convolution's last outputs miss taps that lie beyond the tile),
-//! and that margin is context: the net's crops remove it before the output.
+//! differ (a transposed convolution's last outputs miss taps that lie beyond the tile,
+//! Winograd's last transform tiles are cut), and that margin stays in the context: the
+//! net's crops and the tile's far extension keep it out of what the tile keeps.
 //!
 //! SE blocks average a feature map over the whole image. The tiles are run in passes: pass
 //! `k` advances every tile to the `k`-th pooling layer and adds the tile's *own* part of
