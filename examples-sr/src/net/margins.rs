@@ -33,10 +33,20 @@ fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// Along one axis: the trailing outputs of a forward convolution (kernel `k`, stride `s`,
-/// dilation `dil`, leading padding `pad`) on `n` inputs whose last `dirty` differ, giving
-/// `out` outputs computed on a grid of `grid` outputs anchored at output 0 (1: no grid).
-fn conv_margin(n: usize, dirty: usize, out: usize, k: usize, s: usize, dil: usize, pad: usize, grid: usize) -> usize {
+/// A forward convolution along one axis: kernel, stride, dilation, leading padding.
+#[derive(Clone, Copy)]
+struct Taps {
+    k: usize,
+    s: usize,
+    dil: usize,
+    pad: usize,
+}
+
+/// Along one axis: the trailing outputs of a forward convolution `taps` on `n` inputs
+/// whose last `dirty` differ, giving `out` outputs computed on a grid of `grid` outputs
+/// anchored at output 0 (1: no grid).
+fn conv_margin(n: usize, dirty: usize, out: usize, taps: Taps, grid: usize) -> usize {
+    let Taps { k, s, dil, pad } = taps;
     // Output j reads inputs j·s − pad + t·dil, t < k; it differs if the last of them is
     // dirty or beyond the tile (the untiled map has pixels there, or the same padding).
     let clean_below = n - dirty;
@@ -120,10 +130,13 @@ impl Network {
                     Some(match c.kind {
                         ConvKind::Forward => {
                             let g = if grid_nodes.contains(&index) { grid } else { 1 };
-                            (
-                                conv_margin(ih, dh, oh, c.kernel[0], p.stride[0], p.dilation[0], p.padding.begin[0], g),
-                                conv_margin(iw, dw, ow, c.kernel[1], p.stride[1], p.dilation[1], p.padding.begin[1], g),
-                            )
+                            let taps = |a: usize| Taps {
+                                k: c.kernel[a],
+                                s: p.stride[a],
+                                dil: p.dilation[a],
+                                pad: p.padding.begin[a],
+                            };
+                            (conv_margin(ih, dh, oh, taps(0), g), conv_margin(iw, dw, ow, taps(1), g))
                         }
                         ConvKind::Transposed => (
                             deconv_margin(ih, dh, oh, p.stride[0], p.padding.begin[0]),
@@ -194,16 +207,16 @@ mod tests {
     #[test]
     fn conv_margins_follow_the_reads_and_the_grid() {
         // Valid 3x3 on 10 inputs, the last 2 dirty: outputs 6, 7 read input 8 or 9.
-        assert_eq!(conv_margin(10, 2, 8, 3, 1, 1, 0, 1), 2);
+        assert_eq!(conv_margin(10, 2, 8, Taps { k: 3, s: 1, dil: 1, pad: 0 }, 1), 2);
         // Clean input, grid 4: 8 outputs are two whole tiles; 7 cut the second one.
-        assert_eq!(conv_margin(10, 0, 8, 3, 1, 1, 0, 4), 0);
-        assert_eq!(conv_margin(9, 0, 7, 3, 1, 1, 0, 4), 3);
+        assert_eq!(conv_margin(10, 0, 8, Taps { k: 3, s: 1, dil: 1, pad: 0 }, 4), 0);
+        assert_eq!(conv_margin(9, 0, 7, Taps { k: 3, s: 1, dil: 1, pad: 0 }, 4), 3);
         // One dirty input on the grid: the whole last tile (outputs 4..8) reads it.
-        assert_eq!(conv_margin(10, 1, 8, 3, 1, 1, 0, 4), 4);
-        assert_eq!(conv_margin(10, 1, 8, 3, 1, 1, 0, 1), 1);
+        assert_eq!(conv_margin(10, 1, 8, Taps { k: 3, s: 1, dil: 1, pad: 0 }, 4), 4);
+        assert_eq!(conv_margin(10, 1, 8, Taps { k: 3, s: 1, dil: 1, pad: 0 }, 1), 1);
         // 2x2 stride 2 on 9 inputs (4 outputs), the last dirty: no output reads input 8.
-        assert_eq!(conv_margin(9, 1, 4, 2, 2, 1, 0, 1), 0);
-        assert_eq!(conv_margin(8, 1, 4, 2, 2, 1, 0, 1), 1);
+        assert_eq!(conv_margin(9, 1, 4, Taps { k: 2, s: 2, dil: 1, pad: 0 }, 1), 0);
+        assert_eq!(conv_margin(8, 1, 4, Taps { k: 2, s: 2, dil: 1, pad: 0 }, 1), 1);
     }
 
     #[test]
