@@ -29,8 +29,9 @@ pub enum Algorithm {
     Gemm1x1,
     /// MIOpen's solver (ROCm, opt-in), workspace capped by the budget.
     Miopen,
-    /// Winograd F(2x2, 3x3) (CPU): 3x3, stride-1, dilation-1, ungrouped forward convs as
-    /// 16 GEMMs over transformed 4x4 tiles; chunked by blocks of tiles.
+    /// Winograd F(4x4, 3x3) or F(2x2, 3x3) (CPU): 3x3, stride-1, dilation-1, ungrouped
+    /// forward convs as 36 (16) GEMMs over transformed 6x6 (4x4) tiles; chunked by blocks
+    /// of tiles.
     Winograd,
     /// Direct convolution: the reference, any parameters, no workspace.
     Direct,

@@ -5,7 +5,7 @@
 //! writes fails.
 
 use candle_core::{DType, Device, Tensor};
-use conv_engine::cpu::CpuCatalog;
+use conv_engine::cpu::{CpuCatalog, WinogradTile};
 use conv_engine::reference::conv_f64;
 use conv_engine::{Algorithm, Budget, Conv1dParams, Conv2dParams, ConvProblem, CpuConv, Padding2d};
 use implicit_gemm::ConvKind;
@@ -227,12 +227,19 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
     }
 }
 
-/// Winograd on 3x3 stride-1 problems big enough to span several tile blocks, partial
-/// tiles on both edges, batch > 1 and asymmetric padding, in every dtype, with a roomy
-/// budget and with one that forces one-panel blocks; reports the worst f32 error relative
-/// to the largest reference magnitude.
+/// Winograd F(2x2) and F(4x4) on 3x3 stride-1 problems big enough to span several tile
+/// blocks, partial tiles on both edges, batch > 1 and asymmetric padding, in every dtype,
+/// with a roomy budget and with one that forces one-panel blocks; chunked by 3 output rows
+/// (chunks that cut transform tiles) the output is the same bit for bit. Reports the
+/// worst f32 error relative to the largest reference magnitude, per tile size.
 #[test]
 fn winograd_matches_the_reference_on_larger_3x3_problems() {
+    for tile in [WinogradTile::F2, WinogradTile::F4] {
+        winograd_matches_the_reference(tile);
+    }
+}
+
+fn winograd_matches_the_reference(tile: WinogradTile) {
     let mut rng = StdRng::seed_from_u64(0x3a3);
     // (N, C, H, W, K, padding top, bottom, left, right)
     type Shape = (usize, usize, usize, usize, usize, usize, usize, usize, usize);
@@ -259,15 +266,20 @@ fn winograd_matches_the_reference_on_larger_3x3_problems() {
             let (b, bv) = random_tensor(&mut rng, &[k], dt);
             let want = conv_f64(&p, &xv, &wv, Some(&bv));
             let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-            let roomy = CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[Algorithm::Winograd]);
-            // The transformed weights (16 × K padded to 6 × C floats) and a little more
-            // than one panel of 16 tiles (16 × (C + K padded) × 16 floats).
-            let k_pad = k.div_ceil(6) * 6;
-            let tight_bytes = (16 * k_pad * c + 16 * (c + k_pad) * 16 * 3 / 2) * 4;
-            let tight = CpuConv::new(Budget::bytes(tight_bytes)).with_allowed(&[Algorithm::Winograd]);
+            let engine = |bytes: usize| {
+                CpuConv::with_catalog(CpuCatalog::new().with_winograd_tile(tile), Budget::bytes(bytes))
+                    .with_allowed(&[Algorithm::Winograd])
+            };
+            let roomy = engine(1 << 30);
+            // The transformed weights (E = 16 or 36 elements × K padded to 6 × C floats)
+            // and a little more than one panel of 16 tiles (E × (C + K padded) × 16 floats).
+            let (k_pad, e) = (k.div_ceil(6) * 6, tile.input() * tile.input());
+            let tight_bytes = (e * k_pad * c + e * (c + k_pad) * 16 * 3 / 2) * 4;
+            let tight = engine(tight_bytes);
             for (what, engine) in [("roomy", &roomy), ("tight", &tight)] {
                 let plan = engine.plan(&p).unwrap_or_else(|e| panic!("{p}: {what}: {e}"));
                 assert_eq!(plan.algorithm(), Algorithm::Winograd);
+                assert!(plan.kernel().to_string().contains(&tile.to_string()), "{p}: {what}: {}", plan.kernel());
                 assert!(plan.workspace_bytes() <= engine.budget().resolve(|| 0), "{p}: {what}: {plan:?}");
                 let case = Case { problem: p, bias: true };
                 check(engine, &case, &x, &wt, Some(&b), &want, &format!("Winograd ({what} budget)"));
@@ -283,9 +295,13 @@ fn winograd_matches_the_reference_on_larger_3x3_problems() {
                     .unwrap_or_else(|e| panic!("{p}: {what}: chunked by 3 rows: {e}"));
                 let out = engine.run_plan(&chunked, &x, &wt, Some(&b)).unwrap();
                 let got = out.flatten_all().unwrap().to_dtype(DType::F64).unwrap().to_vec1::<f64>().unwrap();
-                let tol = tolerance(dt) * scale;
-                for (i, (g, r)) in got.iter().zip(&want).enumerate() {
-                    assert!((g - r).abs() <= tol, "{p}: {what}, chunked by 3 rows: element {i}: {g} vs {r}");
+                let whole = engine.run(&p, &x, &wt, Some(&b)).unwrap();
+                let whole = whole.flatten_all().unwrap().to_dtype(DType::F64).unwrap().to_vec1::<f64>().unwrap();
+                for (i, (g, r)) in got.iter().zip(&whole).enumerate() {
+                    assert!(
+                        g.to_bits() == r.to_bits(),
+                        "{p}: {what}, chunked by 3 rows: element {i}: {g} vs {r} unchunked"
+                    );
                 }
                 if dt == DType::F32 {
                     let out = engine.run(&p, &x, &wt, Some(&b)).unwrap();
@@ -297,7 +313,7 @@ fn winograd_matches_the_reference_on_larger_3x3_problems() {
             }
         }
     }
-    println!("Winograd: {runs} runs, worst f32 error {worst_f32:.2e} of the largest reference magnitude");
+    println!("Winograd {tile}: {runs} runs, worst f32 error {worst_f32:.2e} of the largest reference magnitude");
     assert_eq!(runs, shapes.len() * 3 * 2);
 }
 
@@ -371,5 +387,64 @@ fn every_algorithm_applies_the_fused_epilogue() {
     println!("fused epilogue runs: {runs:?}");
     for alg in ["ImplicitGemm", "Im2colGemm", "Gemm1x1", "Winograd", "Direct"] {
         assert!(runs.get(alg).copied().unwrap_or(0) >= 10, "{alg} ran only {:?} times", runs.get(alg));
+    }
+}
+
+/// Winograd's rounding depends on a pixel's place on the transform grid anchored at output
+/// (0, 0), and on nothing else: a valid (unpadded) convolution of a window of an image,
+/// whose origin is a multiple of the grid, gives the image's output bits at every pixel of
+/// the window's whole transform tiles (the last, cut tiles read zeros where the image has
+/// pixels, and may differ).
+#[test]
+fn winograd_windows_on_the_grid_reproduce_the_image_bits() {
+    let mut rng = StdRng::seed_from_u64(0x9a1d);
+    // Wide enough for whole 16-tile panels in one tile row (the contiguous fast paths) in
+    // the image and in some windows, not in others.
+    for (c, k, h, w) in [(11, 7, 37, 150), (3, 32, 60, 76), (64, 64, 52, 84), (256, 128, 25, 33), (64, 3, 50, 82)] {
+        for tile in [WinogradTile::F2, WinogradTile::F4] {
+            let engine = CpuConv::with_catalog(CpuCatalog::new().with_winograd_tile(tile), Budget::bytes(1 << 30))
+                .with_allowed(&[Algorithm::Winograd]);
+            let (x, _) = random_tensor(&mut rng, &[1, c, h, w], DType::F32);
+            let (wt, _) = random_tensor(&mut rng, &[k, c, 3, 3], DType::F32);
+            let (b, _) = random_tensor(&mut rng, &[k], DType::F32);
+            let params = Conv2dParams::default();
+            let full = engine.conv2d(&x, &wt, Some(&b), &params).unwrap();
+            let full = full.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let (oh, ow) = (h - 2, w - 2);
+            let g = conv_engine::cpu::WINOGRAD_GRID;
+            let mut compared = 0;
+            for (y0, x0, wh, ww) in [
+                (0, 0, 20, 17),
+                (g, 2 * g, 19, 22),
+                (2 * g, g, h - 2 * g, w - g),
+                (3 * g, 0, 9, 30),
+                (0, 4 * g, 20, w - 4 * g),
+                (0, 0, h - 8, w),
+            ] {
+                let win = x.narrow(2, y0, wh).unwrap().narrow(3, x0, ww).unwrap().contiguous().unwrap();
+                let out = engine.conv2d(&win, &wt, Some(&b), &params).unwrap();
+                let out = out.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                let (wo_h, wo_w) = (wh - 2, ww - 2);
+                let m = tile.output();
+                // Whole transform tiles only, unless the window ends where the image does.
+                let keep = |n: usize, end_of_image: bool| if end_of_image { n } else { n / m * m };
+                let (kh, kw) = (keep(wo_h, y0 + wh == h), keep(wo_w, x0 + ww == w));
+                for ch in 0..k {
+                    for i in 0..kh {
+                        for j in 0..kw {
+                            let a = full[(ch * oh + y0 + i) * ow + x0 + j];
+                            let v = out[(ch * wo_h + i) * wo_w + j];
+                            assert_eq!(
+                                a.to_bits(),
+                                v.to_bits(),
+                                "{tile}: window ({y0}, {x0}) {wh}x{ww}: ({ch}, {i}, {j})"
+                            );
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+            println!("Winograd {tile}: {compared} outputs of 5 windows identical to the whole image's");
+        }
     }
 }

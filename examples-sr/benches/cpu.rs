@@ -4,8 +4,11 @@
 //! `cargo bench -p examples-sr --bench cpu` (options after `--`: `--size N`, `--runs N`,
 //! `--model-dir DIR`, `--python PATH`). ncnn runs through `benches/ncnn_cpu.py` with the
 //! `ncnn` PyPI package (`$NCNN_PYTHON`, else /opt/sr-venv/bin/python3), float32, 2 threads,
-//! the same model files and the same net input size; both sides report the median of a few
-//! runs after a warm-up. GFLOP is the conv + deconv work as the conv engine counts it.
+//! the same model files and the same net input size. The two alternate, one network run
+//! each per round (ncnn's after its own warm-up, which also transforms its weights), so
+//! that load from other jobs on a shared machine falls on both alike; the table gives the
+//! best and the median round of each. GFLOP is the conv + deconv work as the conv engine
+//! counts it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,7 +29,7 @@ struct Args {
 fn args() -> Args {
     let mut a = Args {
         size: 256,
-        runs: 3,
+        runs: 5,
         model_dir: std::env::var_os("REALCUGAN_MODELS")
             .map(PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../models")),
@@ -86,6 +89,7 @@ fn main() {
     let side = a.size + 2 * up.prepadding();
     let flops = net.flops(side, side).expect("shapes") as f64;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("conv engine: {}", conv_engine::AlgorithmCatalog::device_key(&conv_engine::CpuCatalog::new()));
     println!(
         "Real-CUGAN {variant}, {n}x{n} image (net input {side}x{side}), f32, {threads} CPU threads, {} runs after a warm-up",
         a.runs,
@@ -108,8 +112,56 @@ fn main() {
         secs(t.elapsed())
     };
     forward();
-    let ours_net = median((0..a.runs).map(|_| forward()).collect());
-    let ours_all = median((0..a.runs).map(|_| whole()).collect());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/ncnn_cpu.py");
+    let ncnn_once = || -> Result<f64, String> {
+        let o = Command::new(&a.python)
+            .arg(&script)
+            .arg(&param)
+            .arg(&bin)
+            .args(["--size", &side.to_string(), "--threads", "2", "--runs", "1"])
+            .output()
+            .map_err(|e| format!("cannot run {} ({e}); set NCNN_PYTHON", a.python.display()))?;
+        if !o.status.success() {
+            return Err(format!("failed: {}", String::from_utf8_lossy(&o.stderr).trim()));
+        }
+        let text = String::from_utf8_lossy(&o.stdout);
+        text.split("\"median_s\":")
+            .nth(1)
+            .and_then(|r| r.split([',', '}']).next())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .ok_or_else(|| format!("unexpected output {text:?}"))
+    };
+    // The same network on implicit GEMM alone (examples-sr's CPU device before Winograd):
+    // what Winograd gains, in the same rounds.
+    let igemm_device = rocm_vision::Device::cpu_with_engine(
+        conv_engine::CpuConv::new(Budget::bytes(64 << 20)).with_allowed(&[conv_engine::Algorithm::ImplicitGemm]),
+    );
+    let igemm_up = variant.load(&a.model_dir, DType::F32, &igemm_device).expect("model loads");
+    // A tensor runs its convolutions on its own device's engine: the input must be made on
+    // this device (a CPU tensor moved between CPU devices keeps its engine).
+    let igemm_input =
+        Tensor::from_vec(input.to_vec::<f32>().expect("input"), &[1, 3, side, side], &igemm_device).expect("input");
+    let igemm_forward = || {
+        let t = Instant::now();
+        igemm_up.network().forward(igemm_input.clone()).expect("forward");
+        secs(t.elapsed())
+    };
+    igemm_forward();
+    let (mut ours, mut igemm, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut ncnn_error = None;
+    for _ in 0..a.runs {
+        ours.push(forward());
+        igemm.push(igemm_forward());
+        if ncnn_error.is_none() {
+            match ncnn_once() {
+                Ok(t) => theirs.push(t),
+                Err(e) => ncnn_error = Some(e),
+            }
+        }
+    }
+    let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let ours_net = median(ours.clone());
+    let ours_all = median((0..a.runs.min(3)).map(|_| whole()).collect());
 
     // Where the time goes: one more run with per-layer-type timers.
     net.enable_profiling();
@@ -118,44 +170,31 @@ fn main() {
     let profiled = t.elapsed();
     let p = net.take_profile().expect("profile");
 
-    // ncnn on the same model files.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/ncnn_cpu.py");
-    let ncnn = Command::new(&a.python)
-        .arg(&script)
-        .arg(&param)
-        .arg(&bin)
-        .args(["--size", &side.to_string(), "--threads", "2", "--runs", &a.runs.to_string()])
-        .output();
-    let ncnn_s = match ncnn {
-        Ok(o) if o.status.success() => {
-            let text = String::from_utf8_lossy(&o.stdout);
-            let median = text
-                .split("\"median_s\":")
-                .nth(1)
-                .and_then(|r| r.split([',', '}']).next())
-                .and_then(|v| v.trim().parse::<f64>().ok());
-            if median.is_none() {
-                println!("ncnn: unexpected output {text:?}");
-            }
-            median
-        }
-        Ok(o) => {
-            println!("ncnn anchor failed: {}", String::from_utf8_lossy(&o.stderr).trim());
-            None
-        }
-        Err(e) => {
-            println!("ncnn anchor skipped: cannot run {} ({e}); set NCNN_PYTHON", a.python.display());
-            None
-        }
-    };
-
     println!();
-    println!("{:<34} {:>9} {:>10}", "", "median s", "GFLOP/s");
-    println!("{:<34} {:>9.3} {:>10.1}", "ours: network (untiled)", ours_net, flops / ours_net / 1e9);
-    println!("{:<34} {:>9.3} {:>10.1}", "ours: whole upscale (pre/post too)", ours_all, flops / ours_all / 1e9);
-    if let Some(n) = ncnn_s {
-        println!("{:<34} {:>9.3} {:>10.1}", "ncnn 2 threads fp32: network", n, flops / n / 1e9);
-        println!("ratio ours/ncnn (network): {:.2}", ours_net / n);
+    println!("{:<34} {:>9} {:>9} {:>10}", "", "best s", "median s", "GFLOP/s");
+    let line = |name: &str, v: &[f64]| {
+        let m = median(v.to_vec());
+        println!("{name:<34} {:>9.3} {m:>9.3} {:>10.1}", best(v), flops / m / 1e9);
+    };
+    line("ours: network (untiled)", &ours);
+    line("ours, implicit GEMM only: network", &igemm);
+    println!("{:<34} {:>9} {ours_all:>9.3} {:>10.1}", "ours: whole upscale (pre/post too)", "", flops / ours_all / 1e9);
+    match ncnn_error {
+        None => {
+            line("ncnn 2 threads fp32: network", &theirs);
+            println!(
+                "ratio ours/ncnn (network): best {:.2}, median {:.2} ({} alternating rounds)",
+                best(&ours) / best(&theirs),
+                ours_net / median(theirs.clone()),
+                a.runs
+            );
+            println!(
+                "ratio implicit GEMM only/ncnn (network): best {:.2}, median {:.2}",
+                best(&igemm) / best(&theirs),
+                median(igemm.clone()) / median(theirs.clone())
+            );
+        }
+        Some(e) => println!("ncnn anchor skipped: {e}"),
     }
     println!();
     println!("where our time goes (one profiled network run, {:.3} s):", secs(profiled));

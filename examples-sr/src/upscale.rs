@@ -11,16 +11,23 @@
 //! at 16-bit precision). Alpha: bicubic ([`crate::bicubic`]) of the unpadded plane at
 //! 0..max, truncated and clamped without the +0.5.
 //!
-//! Tiling. A tile is a rectangle of the rounded image whose origin is a multiple of the
-//! rounding multiple (which the model's downsampling factor divides), fed to the net with
-//! its `pad` context pixels on every side taken from the padded whole image, exactly the
-//! window of the untiled net input. Every layer is a valid (unpadded) convolution, a
-//! strided or transposed one, a crop, or elementwise, so each feature map of the tile is
-//! the corresponding window of the untiled feature map: a map of relative size `r`
+//! Tiling. A tile is a rectangle of the rounded image whose origin (and, but for the last
+//! tile in its row or column, size) is a multiple of [`Upscaler::tile_align`] (the
+//! rounding multiple, which the model's downsampling factor divides, and on the CPU what
+//! keeps each Winograd layer's transform grid where the untiled run has it), fed to the
+//! net with its `pad` context pixels on every side taken from the padded whole image,
+//! exactly the window of the untiled net input; a tile that is not the last in its row
+//! (column) also gets [`Upscaler::far_extension`] more columns (rows) before its far
+//! context, so that what Winograd's cut transform tiles change at the far edge stays in
+//! the part the tile does not keep (see `net/margins.rs`).
+//!
+//! Every layer is a valid (unpadded) convolution, a strided or transposed one, a crop, or
+//! elementwise, so each feature map of the tile is the corresponding window of the untiled feature map: a map of relative size `r`
 //! (a [`Ratio`]) starts at untiled position `origin·r`. Its first `tile_size·r` rows and
 //! columns equal the untiled ones; only a margin at the far (bottom/right) edge can
-//! differ (a transposed convolution's last outputs miss taps that lie beyond the tile),
-//! and that margin is context: the net's crops remove it before the output.
+//! differ (a transposed convolution's last outputs miss taps that lie beyond the tile,
+//! Winograd's last transform tiles are cut), and that margin stays in the context: the
+//! net's crops and the tile's far extension keep it out of what the tile keeps.
 //!
 //! SE blocks average a feature map over the whole image. The tiles are run in passes: pass
 //! `k` advances every tile to the `k`-th pooling layer and adds the tile's *own* part of
@@ -139,6 +146,10 @@ pub struct Upscaler {
     net: Network,
     prepadding: usize,
     multiple: usize,
+    /// Period of the Winograd transform grids the device's engine may use (1: none).
+    grid: usize,
+    /// Tile origins and (but for the last) tile sizes are multiples of this.
+    tile_align: usize,
     /// The 8-bit output samples read back from the device, kept from one tile and image to
     /// the next (see [`quantized_on_device`]).
     download: std::sync::Mutex<Vec<u8>>,
@@ -197,16 +208,17 @@ pub fn sums_to_means(sums: &[ExactSum], pool: &PoolInfo) -> Result<Vec<f32>, Err
 }
 
 /// `len` split into `ceil(len / max)` ranges of whole `unit`s, as equal as possible (the
-/// first ones one unit longer). `len` is a multiple of `unit`.
+/// first ones one unit longer); the last one ends at `len`, which need not be a multiple
+/// of `unit` (it is one unit shorter than a whole number of them at most).
 fn split(len: usize, max: usize, unit: usize) -> Vec<Range<usize>> {
-    let units = len / unit;
+    let units = len.div_ceil(unit);
     let count = len.div_ceil(max.max(unit)).max(1);
     let (base, rem) = (units / count, units % count);
     let mut start = 0;
     (0..count)
         .map(|i| {
             let n = (base + usize::from(i < rem)) * unit;
-            let r = start..start + n;
+            let r = start..(start + n).min(len);
             start += n;
             r
         })
@@ -225,7 +237,45 @@ impl Upscaler {
                 net.scale()
             )));
         }
-        Ok(Upscaler { net, prepadding, multiple, download: Default::default() })
+        // The CPU engine may run the 3x3 layers with Winograd, whose rounding depends on a
+        // pixel's place on the transform grid (see the module doc); no GPU algorithm does.
+        let grid = if net.device().is_cpu() { conv_engine::cpu::WINOGRAD_GRID } else { 1 };
+        let ga = net.grid_align(grid);
+        let tile_align = (1..=multiple).map(|k| k * ga).find(|v| v % multiple == 0).unwrap_or(ga * multiple);
+        Ok(Upscaler { net, prepadding, multiple, grid, tile_align, download: Default::default() })
+    }
+
+    /// Tile origins are multiples of this (input pixels), and so are the sizes of all tiles
+    /// but the last in each row and column: the rounding multiple, and what keeps every
+    /// Winograd layer's transform grid where the untiled run has it.
+    pub fn tile_align(&self) -> usize {
+        self.tile_align
+    }
+
+    /// Extra input rows and columns beyond a tile's own part (and before its far context)
+    /// that keep the tile's own part of every pooled map and of the output bit-identical to
+    /// the untiled run, for a tile of `w x h` input pixels that is not the last in its
+    /// column (rows) or row (columns): the smallest multiples of [`Self::tile_align`] whose
+    /// far-edge differences ([`Network::far_edge_clean`]) stay in the context.
+    pub fn far_extension(&self, w: usize, h: usize) -> Result<(usize, usize), Error> {
+        let (a, p) = (self.tile_align, self.prepadding);
+        let (mut ext_h, mut ext_w) = (None, None);
+        for x in (0..=64 * a).step_by(a) {
+            let (ok_h, ok_w) = self.net.far_edge_clean(h + x + 2 * p, w + x + 2 * p, h, w, self.grid)?;
+            if ok_h && ext_h.is_none() {
+                ext_h = Some(x);
+            }
+            if ok_w && ext_w.is_none() {
+                ext_w = Some(x);
+            }
+            if let (Some(eh), Some(ew)) = (ext_h, ext_w) {
+                return Ok((eh, ew));
+            }
+        }
+        Err(Error::Model(format!(
+            "no extra context up to {} pixels keeps a {w}x{h} tile's own part equal to the untiled run's",
+            64 * a
+        )))
     }
 
     pub fn network(&self) -> &Network {
@@ -241,14 +291,16 @@ impl Upscaler {
         self.prepadding
     }
 
-    /// Image sizes are rounded up to a multiple of this; tile origins are multiples of it.
+    /// Image sizes are rounded up to a multiple of this (tile origins: [`Self::tile_align`]).
     pub fn multiple(&self) -> usize {
         self.multiple
     }
 
-    /// Peak working memory of a `w x h` tile (input pixels, before padding).
+    /// Peak working memory of a `w x h` tile (input pixels, before padding), with the
+    /// [`Self::far_extension`] a tile that is not the last one runs with.
     pub fn tile_bytes(&self, w: usize, h: usize) -> Result<usize, Error> {
-        self.net.peak_bytes(h + 2 * self.prepadding, w + 2 * self.prepadding)
+        let (eh, ew) = self.far_extension(w, h)?;
+        self.net.peak_bytes(h + eh + 2 * self.prepadding, w + ew + 2 * self.prepadding)
     }
 
     /// The tiles for a `width x height` image.
@@ -256,30 +308,30 @@ impl Upscaler {
         if width == 0 || height == 0 {
             return Err(Error::Input(format!("empty image ({width}x{height})")));
         }
-        let m = self.multiple;
+        let (m, a) = (self.multiple, self.tile_align);
         let (hr, wr) = (height.div_ceil(m) * m, width.div_ceil(m) * m);
         let longest = hr.max(wr);
         let side = match opts.tile {
             TileSize::Whole => longest,
-            TileSize::Fixed(n) if n < m => {
-                return Err(Error::Usage(format!("tile size {n} is below this model's minimum of {m} pixels")));
+            TileSize::Fixed(n) if n < a => {
+                return Err(Error::Usage(format!("tile size {n} is below this model's minimum of {a} pixels")));
             }
-            TileSize::Fixed(n) => n / m * m,
+            TileSize::Fixed(n) => n / a * a,
             TileSize::Auto => {
                 let fits = |units: usize| -> Result<bool, Error> {
-                    let t = units * m;
+                    let t = units * a;
                     Ok(self.tile_bytes(t.min(wr), t.min(hr))? <= opts.budget_bytes)
                 };
                 if !fits(1)? {
                     return Err(Error::Usage(format!(
-                        "a memory budget of {} is too small: the smallest tile ({m}x{m} pixels) needs {}",
+                        "a memory budget of {} is too small: the smallest tile ({a}x{a} pixels) needs {}",
                         conv_engine::format_bytes(opts.budget_bytes),
-                        conv_engine::format_bytes(self.tile_bytes(m.min(wr), m.min(hr))?)
+                        conv_engine::format_bytes(self.tile_bytes(a.min(wr), a.min(hr))?)
                     )));
                 }
                 // Largest fitting side: binary search over whole units (memory grows with
                 // the side); then the cheapest side up to it (crate::auto_tile).
-                let (mut lo, mut hi) = (1, longest.div_ceil(m));
+                let (mut lo, mut hi) = (1, longest.div_ceil(a));
                 while lo < hi {
                     let mid = (lo + hi).div_ceil(2);
                     if fits(mid)? {
@@ -288,10 +340,12 @@ impl Upscaler {
                         hi = mid - 1;
                     }
                 }
-                let sides = auto_tile::candidate_sides(longest, lo * m, m);
+                let sides = auto_tile::candidate_sides(longest, lo * a, a);
                 auto_tile::cheapest(&sides, |side| {
-                    let (rows, cols) = (split(hr, side, m), split(wr, side, m));
-                    let (th, tw) = (rows[0].len() + 2 * self.prepadding, cols[0].len() + 2 * self.prepadding);
+                    let (rows, cols) = (split(hr, side, a), split(wr, side, a));
+                    let (eh, ew) = self.far_extension(cols[0].len(), rows[0].len())?;
+                    let (eh, ew) = (if rows.len() > 1 { eh } else { 0 }, if cols.len() > 1 { ew } else { 0 });
+                    let (th, tw) = (rows[0].len() + eh + 2 * self.prepadding, cols[0].len() + ew + 2 * self.prepadding);
                     let tile_bytes = self.net.peak_bytes(th, tw)?;
                     let candidate = auto_tile::Candidate {
                         tiles: rows.len() * cols.len(),
@@ -302,8 +356,8 @@ impl Upscaler {
                 })?
             }
         };
-        let rows = split(hr, side, m);
-        let cols = split(wr, side, m);
+        let rows = split(hr, side, a);
+        let cols = split(wr, side, a);
         let tile_bytes = self.tile_bytes(cols[0].len(), rows[0].len())?;
         let cache_bytes = self.state_cache_bytes(opts, tile_bytes);
         Ok(TilePlan { width, height, rows, cols, tile_bytes, cache_bytes })
@@ -403,6 +457,17 @@ impl Upscaler {
         let mut means: Means = vec![None; pools.len()];
         let last_row = plan_rows.len() - 1;
         let last_col = plan_cols.len() - 1;
+        // Every tile but the last in its column (row) reads this many more rows (columns)
+        // past its own part, up to the rounded image's end (see `far_extension`).
+        let (hr, wr) = (hp - 2 * p, wp - 2 * p);
+        let (ext_h, ext_w) = match (plan_rows.first(), plan_cols.first()) {
+            (Some(r), Some(c)) => self.far_extension(c.len(), r.len())?,
+            _ => (0, 0),
+        };
+        let windows: Vec<(Range<usize>, Range<usize>)> = tiles
+            .iter()
+            .map(|(rows, cols)| (rows.start..(rows.end + ext_h).min(hr), cols.start..(cols.end + ext_w).min(wr)))
+            .collect();
         let start_or_resume =
             |i: usize, states: &mut Vec<Option<(Run, usize)>>, cached: &mut usize| match states[i].take() {
                 Some((run, bytes)) => {
@@ -410,7 +475,7 @@ impl Upscaler {
                     Ok::<_, Error>((run, false))
                 }
                 None => {
-                    let (rows, cols) = &tiles[i];
+                    let (rows, cols) = &windows[i];
                     Ok((self.net.start(padded.window(rows, cols, p, self.net.device())?)?, true))
                 }
             };

@@ -245,7 +245,7 @@ fn the_summary_explains_the_tile_and_counts_passes_as_the_bar_does() {
     let e = stderr(&r);
     assert!(r.status.success(), "{e}");
     assert!(
-        e.contains("tile 20 -> 2x2 tile(s) of at most 16x16: the image, rounded up to 32x32 (a multiple of 2), split into equal tiles no larger than 20"),
+        e.contains("tile 20 -> 2x2 tile(s) of at most 16x16: the image, rounded up to 32x32 (a multiple of 2), split into equal tiles no larger than 16 (origins and sizes on multiples of 8)"),
         "{e}"
     );
     // The bar says "pass k/5": 4 SE blocks, then the output.

@@ -44,9 +44,14 @@ fn check(variant: &str, w: usize, h: usize, channels: usize, tile: usize) {
         (0, 0),
         "{variant}: tiled (recomputed) differs from untiled in {count} samples, max {worst}"
     );
+    let plan = up.plan(w, h, &Options { tile: TileSize::Fixed(tile), budget_bytes: usize::MAX, cache_bytes: 0 });
+    let (tw, th) = plan.expect("plan").tile_size();
     println!(
-        "{variant}: {w}x{h} in {} tiles of <= {tile} px ({} SE passes): identical to untiled (cached and recomputed)",
+        "{variant}: {w}x{h} in {} tiles of <= {tile} px (origins on multiples of {}, {:?} extra context) ({} SE \
+         passes): identical to untiled (cached and recomputed)",
         cs.tiles,
+        up.tile_align(),
+        up.far_extension(tw, th).expect("extension"),
         cs.passes - 1
     );
 }
@@ -55,6 +60,13 @@ fn check(variant: &str, w: usize, h: usize, channels: usize, tile: usize) {
 fn tiled_equals_untiled_se_2x() {
     // Odd size: the rounding rows/columns and uneven tiles.
     check("models-se/up2x-no-denoise", 67, 45, 3, 24);
+}
+
+/// Tiles far enough from the image's edges that their extra far context (see
+/// `Upscaler::far_extension`) ends inside the image instead of at its end.
+#[test]
+fn tiled_equals_untiled_se_2x_interior_tiles() {
+    check("models-se/up2x-no-denoise", 150, 118, 3, 32);
 }
 
 #[test]
@@ -78,26 +90,33 @@ fn tiled_equals_untiled_nose_2x() {
 }
 
 /// The property the tiling rests on, at float precision: a run on a window of the net
-/// input, given the untiled run's SE means, reproduces the untiled float output over the
+/// input whose origin is a multiple of the tiler's alignment, with the tiler's extra far
+/// context, given the untiled run's SE means, reproduces the untiled float output over the
 /// window's own region bit for bit (the conv engine computes each output pixel the same
-/// way whichever tile it is in).
+/// way whichever tile it is in, Winograd's transform grid included).
 #[test]
 fn window_runs_reproduce_untiled_floats() {
     let Some(models) = common::models_or_skip("window_runs_reproduce_untiled_floats") else { return };
     use examples_sr::net::Stop;
     use rocm_vision::Tensor;
-    for variant in ["models-se/up3x-no-denoise", "models-se/up4x-denoise3x"] {
+    for variant in ["models-se/up2x-no-denoise", "models-se/up3x-no-denoise", "models-se/up4x-denoise3x"] {
         let up = common::load(&models, variant);
-        let (net, s, p, m) = (up.network(), up.scale(), up.prepadding(), up.multiple());
-        let (h, w) = (40 + 2 * p, 48 + 2 * p);
+        let (net, s, p, a) = (up.network(), up.scale(), up.prepadding(), up.tile_align());
+        // Large enough that the windows' extra context ends inside the image.
+        let (h0, w0) = (6 * a + 40, 7 * a + 40);
+        let (h, w) = (h0 + 2 * p, w0 + 2 * p);
         let data: Vec<f32> = (0..3 * h * w).map(|i| (i * 7919 % 1000) as f32 / 1000.0).collect();
         let full = Tensor::from_vec(data, &[1, 3, h, w], net.device()).expect("input");
         let (out, means) = net.forward_with_means(full.clone()).expect("untiled");
         let (oh, ow) = (out.dims()[2], out.dims()[3]);
         let o = out.to_vec::<f32>().expect("output");
         let mut compared = 0;
-        for (y0, x0, th, tw) in [(0, 0, 20, 24), (2 * m, m, 16, 28), (20, 24, 20, 24)] {
-            let win = full.narrow(2, y0, th + 2 * p).and_then(|t| t.narrow(3, x0, tw + 2 * p)).expect("window");
+        // (origin row, column, own rows, columns).
+        for (y0, x0, th, tw) in [(0, 0, 2 * a, 2 * a), (a, 2 * a, 2 * a, 3 * a), (2 * a, a, 2 * a, 2 * a)] {
+            let (eh, ew) = up.far_extension(tw, th).expect("extension");
+            assert!(y0 + th + eh < h0 && x0 + tw + ew < w0, "{variant}: the window is not inside the image");
+            let (wh, ww) = (th + eh + 2 * p, tw + ew + 2 * p);
+            let win = full.narrow(2, y0, wh).and_then(|t| t.narrow(3, x0, ww)).expect("window");
             let mut run = net.start(win.contiguous().expect("contiguous")).expect("start");
             let Stop::Done(t) = net.advance(&mut run, &means).expect("window run") else {
                 panic!("{variant}: the window run stopped at a pooling layer although every mean was given")
@@ -119,6 +138,8 @@ fn window_runs_reproduce_untiled_floats() {
                 }
             }
         }
-        println!("{variant}: {compared} float outputs of 3 windows identical to the untiled run");
+        println!(
+            "{variant}: {compared} float outputs of 3 windows (origins on multiples of {a}) identical to the untiled run"
+        );
     }
 }

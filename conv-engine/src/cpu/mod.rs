@@ -6,6 +6,8 @@ pub mod direct;
 mod gemm1x1;
 mod winograd;
 
+pub use winograd::{WINOGRAD_GRID, WinogradTile};
+
 use crate::budget::{Budget, DEFAULT_CPU_WORKSPACE, host_free_bytes};
 use crate::dispatch::{Algorithm, AlgorithmCatalog, BudgetState, Chunk, Chunking, Dispatcher, Plan};
 use crate::error::ConvError;
@@ -16,29 +18,53 @@ use half::{bf16, f16};
 use implicit_gemm::cpu::{CpuConvPlan, Element, MicroKernel};
 use implicit_gemm::{ConvGeometry, Epilogue};
 
-/// Winograd's rate in GFLOP/s per thread of the direct convolution's FLOP count (it does
-/// 2.25x fewer multiplies, but its transforms cost per channel, so it pays off only with
-/// enough channels). Set from `benches/winograd_vs_implicit_gemm.rs` (ImplicitGemm and
-/// Winograd back to back, best of alternating rounds, one 3x3 pad-1 image, 2-core Zen 3
-/// shared with other builds, 2026-12-03). Winograd / ImplicitGemm over three runs:
-/// f32 0.72-0.87 at 32 channels (256²), 0.94-1.15 at 64 (130², 200²), 1.15-1.34 at 128
-/// (128²), 1.26-1.59 at 256 (64²), 1.15-1.43 at 512 (32²); f16 0.9-0.98, 0.99-1.28,
-/// 0.98-1.28, 1.21-1.43, 1.22-1.36. Scaled to ImplicitGemm's rates below (55 and 45);
-/// at 64 channels it is close to a tie.
+/// Winograd F(2x2, 3x3)'s rate in GFLOP/s per thread of the direct convolution's FLOP
+/// count (it does 2.25x fewer multiplies, but its transforms cost per channel, so it pays
+/// off only with enough channels). f32 from `benches/winograd_vs_implicit_gemm.rs`
+/// (ImplicitGemm, F(2x2) and F(4x4) back to back, best of alternating rounds, one 3x3 pad-1
+/// image; 2026-12-04, 2-core AVX-512 AMD EPYC VM running the AVX2 microkernel, load
+/// average 3-5 from other builds), F(2x2) / ImplicitGemm: 0.69-0.77 below 16 channels
+/// (Real-CUGAN's 3-channel layers), 1.06-1.27 at 32, 1.24-1.47 at 64, 1.44-1.83 at 128,
+/// 1.35-2.13 at 256-512; scaled to ImplicitGemm's 55. f16 from the 2026-12-03 run
+/// (0.9-0.98 at 32, 0.99-1.28 at 64 and 128, 1.21-1.43 at 256 and up; ImplicitGemm 45).
 fn winograd_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
     let f32_rate = match channels {
-        0..=32 => 40.0,
-        33..=64 => 58.0,
-        65..=128 => 65.0,
-        _ => 75.0,
+        0..=15 => 40.0,
+        16..=32 => 65.0,
+        33..=64 => 72.0,
+        65..=128 => 85.0,
+        _ => 95.0,
     };
     let half_rate = match channels {
-        0..=32 => 38.0,
+        0..=15 => 30.0,
+        16..=32 => 38.0,
         33..=64 => 46.0,
         65..=128 => 50.0,
         _ => 55.0,
     };
     if dtype == ConvDType::F32 { f32_rate } else { half_rate }
+}
+
+/// Winograd F(4x4, 3x3)'s rate, as [`winograd_gflops_per_thread`] (same runs). F(4x4) /
+/// ImplicitGemm: 0.72-0.87 below 16 channels, 1.33-1.37 at 32, 1.35-1.92 at 64, 1.45-2.51
+/// at 128, 1.38-1.96 at 256; at 512 channels on 32² 0.62 (its transformed weights, 38 MiB
+/// made per run, cost more than the GEMMs save on so few pixels; not modelled, so that a
+/// layer's choice depends on its channels only: see examples-sr's `cpu_device`). Above 128
+/// channels F(2x2) was as fast or faster, and is chosen there. f16: F(2x2)'s rate times
+/// F(4x4)'s f32 gain over F(2x2), not measured separately.
+fn winograd_f4_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
+    let f32_rate = match channels {
+        0..=15 => 45.0,
+        16..=32 => 74.0,
+        33..=64 => 88.0,
+        65..=128 => 100.0,
+        _ => 90.0,
+    };
+    if dtype == ConvDType::F32 {
+        f32_rate
+    } else {
+        f32_rate / winograd_gflops_per_thread(ConvDType::F32, channels) * winograd_gflops_per_thread(dtype, channels)
+    }
 }
 
 /// Sustained GFLOP/s per thread of each CPU algorithm on the VAE-decoder shapes, measured
@@ -65,8 +91,9 @@ fn gflops_per_thread(alg: Algorithm, dtype: ConvDType, channels: usize) -> f64 {
 pub enum CpuKernel {
     /// Packed implicit GEMM; tiles fitted to the plan's workspace limit per chunk.
     ImplicitGemm(MicroKernel),
-    /// Winograd F(2x2, 3x3); blocks of tiles fitted to the workspace limit per chunk.
-    Winograd(MicroKernel),
+    /// Winograd F(2x2, 3x3) or F(4x4, 3x3); blocks of tiles fitted to the workspace limit
+    /// per chunk.
+    Winograd(WinogradTile, MicroKernel),
     /// candle's own conv (im2col + the gemm crate).
     CandleIm2col,
     /// The gemm crate over the input in place (1x1, stride 1).
@@ -78,7 +105,7 @@ impl CpuKernel {
     pub fn algorithm(self) -> Algorithm {
         match self {
             CpuKernel::ImplicitGemm(_) => Algorithm::ImplicitGemm,
-            CpuKernel::Winograd(_) => Algorithm::Winograd,
+            CpuKernel::Winograd(..) => Algorithm::Winograd,
             CpuKernel::CandleIm2col => Algorithm::Im2colGemm,
             CpuKernel::Gemm1x1 => Algorithm::Gemm1x1,
             CpuKernel::Direct => Algorithm::Direct,
@@ -90,7 +117,7 @@ impl std::fmt::Display for CpuKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CpuKernel::ImplicitGemm(mk) => write!(f, "implicit-gemm/{mk:?}"),
-            CpuKernel::Winograd(mk) => write!(f, "winograd-f2x2-3x3/{mk:?}"),
+            CpuKernel::Winograd(tile, mk) => write!(f, "winograd-{tile}/{mk:?}"),
             CpuKernel::CandleIm2col => f.write_str("candle-im2col"),
             CpuKernel::Gemm1x1 => f.write_str("gemm1x1"),
             CpuKernel::Direct => f.write_str("direct"),
@@ -102,18 +129,21 @@ impl std::fmt::Display for CpuKernel {
 pub type CpuPlan = Plan<CpuKernel>;
 
 /// The CPU's algorithms: `ImplicitGemm`, `Im2colGemm` (candle's own conv), `Gemm1x1` (the
-/// gemm crate over the input in place), `Winograd` (F(2x2, 3x3) for 3x3 stride-1 convs)
-/// and `Direct`.
+/// gemm crate over the input in place), `Winograd` (F(4x4, 3x3) or F(2x2, 3x3) for 3x3
+/// stride-1 convs) and `Direct`.
 #[derive(Clone, Debug)]
 pub struct CpuCatalog {
     threads: usize,
     kernel: MicroKernel,
+    /// Winograd's tile when fixed ([`Self::with_winograd_tile`]); chosen per problem when
+    /// `None`.
+    winograd_tile: Option<WinogradTile>,
 }
 
 impl CpuCatalog {
     /// Uses rayon's current thread count and the best microkernel for this CPU.
     pub fn new() -> Self {
-        CpuCatalog { threads: rayon::current_num_threads(), kernel: MicroKernel::detect() }
+        CpuCatalog { threads: rayon::current_num_threads(), kernel: MicroKernel::detect(), winograd_tile: None }
     }
 
     /// A specific microkernel (e.g. `Portable` to test it on an AVX2 machine). Panics if
@@ -124,20 +154,46 @@ impl CpuCatalog {
         self
     }
 
+    /// Winograd always with this tile size (to test or measure one); by default F(4x4)
+    /// where its rate beats F(2x2)'s (up to 128 channels) and its transformed weights fit
+    /// the workspace limit.
+    pub fn with_winograd_tile(mut self, tile: WinogradTile) -> Self {
+        self.winograd_tile = Some(tile);
+        self
+    }
+
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// The Winograd tile for `problem`. It depends on the problem's channels and dtype, and
+    /// on the workspace limit only through whether F(4x4)'s transformed weights fit, so a
+    /// layer's tile (and with it the rounding of each output pixel) is the same for every
+    /// image size that fits.
+    fn winograd_tile(&self, problem: &ConvProblem, limit: usize) -> WinogradTile {
+        if let Some(tile) = self.winograd_tile {
+            return tile;
+        }
+        let g = problem.geometry();
+        let f4_weights =
+            36 * g.out_channels.div_ceil(implicit_gemm::cpu::MR) * implicit_gemm::cpu::MR * g.in_channels * 4;
+        let channels = g.in_channels.min(g.out_channels);
+        let f4_faster = winograd_f4_gflops_per_thread(problem.dtype(), channels)
+            > winograd_gflops_per_thread(problem.dtype(), channels);
+        if f4_faster && f4_weights <= limit { WinogradTile::F4 } else { WinogradTile::F2 }
     }
 
     /// The Winograd plan for a chunk (blocks shrunk to fit `limit` where possible), or
     /// `None` when the problem is not a 3x3 stride-1 one.
     fn winograd_plan(
         &self,
+        tile: WinogradTile,
         mk: MicroKernel,
         problem: &ConvProblem,
         chunk: &Chunk,
         limit: usize,
     ) -> Option<winograd::WinogradPlan> {
-        winograd::WinogradPlan::fitted(problem, chunk, &chunk_geometry(problem, chunk), mk, limit)
+        winograd::WinogradPlan::fitted(problem, tile, chunk, &chunk_geometry(problem, chunk), mk, self.threads, limit)
     }
 
     /// The executor plan for a chunk, with tiles shrunk (down to one worker) until its
@@ -171,10 +227,11 @@ impl AlgorithmCatalog for CpuCatalog {
         vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
     }
 
-    fn kernel(&self, alg: Algorithm, problem: &ConvProblem, _chunking: Chunking, _limit: usize) -> Option<CpuKernel> {
+    fn kernel(&self, alg: Algorithm, problem: &ConvProblem, _chunking: Chunking, limit: usize) -> Option<CpuKernel> {
         match alg {
             Algorithm::ImplicitGemm => Some(CpuKernel::ImplicitGemm(self.kernel)),
-            Algorithm::Winograd => winograd::supports(problem).then_some(CpuKernel::Winograd(self.kernel)),
+            Algorithm::Winograd => winograd::supports(problem)
+                .then(|| CpuKernel::Winograd(self.winograd_tile(problem, limit), self.kernel)),
             Algorithm::Im2colGemm => Some(CpuKernel::CandleIm2col),
             Algorithm::Gemm1x1 => Some(CpuKernel::Gemm1x1),
             Algorithm::Direct => Some(CpuKernel::Direct),
@@ -188,7 +245,9 @@ impl AlgorithmCatalog for CpuCatalog {
             CpuKernel::Direct => Some(0),
             CpuKernel::CandleIm2col => candle_conv::workspace_bytes(problem, chunk, self.threads),
             CpuKernel::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
-            CpuKernel::Winograd(mk) => self.winograd_plan(mk, problem, chunk, limit).map(|p| p.workspace_bytes()),
+            CpuKernel::Winograd(tile, mk) => {
+                self.winograd_plan(tile, mk, problem, chunk, limit).map(|p| p.workspace_bytes())
+            }
         }
     }
 
@@ -197,7 +256,11 @@ impl AlgorithmCatalog for CpuCatalog {
         let g = problem.geometry();
         let share = (chunk.batch.len() * chunk.rows.len()) as f64 / (g.batch * g.out_hw()[0]) as f64;
         let flops = g.flops() as f64 * share;
-        let per_thread = gflops_per_thread(alg, problem.dtype(), g.in_channels.min(g.out_channels));
+        let channels = g.in_channels.min(g.out_channels);
+        let per_thread = match *kernel {
+            CpuKernel::Winograd(WinogradTile::F4, _) => winograd_f4_gflops_per_thread(problem.dtype(), channels),
+            _ => gflops_per_thread(alg, problem.dtype(), channels),
+        };
         let rate = per_thread * 1e9 * self.threads as f64;
         // Small problems are dominated by fixed costs (thread start-up, packing set-up).
         let fixed = match alg {
@@ -344,7 +407,8 @@ impl CpuConv {
     }
 
     /// Runs a given plan with an epilogue: `out = (act(conv + bias) + residual) · scale`.
-    /// The implicit GEMM applies it in its write-out; the other kernels in one pass after.
+    /// The implicit GEMM and Winograd apply it in their write-out; the other kernels in one
+    /// pass after.
     ///
     /// The plan is checked again before anything runs: the tensors must be what its
     /// problem says, and this engine's catalog must accept its kernel for every chunk
@@ -400,7 +464,7 @@ impl CpuConv {
             )),
             requires: plan.algorithm().requirements(),
         };
-        if let CpuKernel::ImplicitGemm(mk) | CpuKernel::Winograd(mk) = *plan.kernel()
+        if let CpuKernel::ImplicitGemm(mk) | CpuKernel::Winograd(_, mk) = *plan.kernel()
             && !mk.is_supported()
         {
             return Err(unsupported(&format!(" (microkernel {mk:?} is not supported by this CPU)")));
@@ -473,17 +537,23 @@ impl CpuConv {
                     };
                     exec.run_fused(xs, w, b, &chunk_epilogue, os, &mut ws);
                 }
-                CpuKernel::Winograd(mk) => {
-                    let exec = catalog.winograd_plan(mk, problem, &chunk, plan.workspace_limit()).ok_or_else(|| {
-                        ConvError::AlgorithmUnsupported {
-                            problem: problem.to_string(),
-                            algorithm: Algorithm::Winograd.name(),
-                            chunking: None,
-                            requires: Algorithm::Winograd.requirements(),
-                        }
-                    })?;
+                CpuKernel::Winograd(tile, mk) => {
+                    let exec =
+                        catalog.winograd_plan(tile, mk, problem, &chunk, plan.workspace_limit()).ok_or_else(|| {
+                            ConvError::AlgorithmUnsupported {
+                                problem: problem.to_string(),
+                                algorithm: Algorithm::Winograd.name(),
+                                chunking: None,
+                                requires: Algorithm::Winograd.requirements(),
+                            }
+                        })?;
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats())?;
-                    exec.run(xs, w, b, os, &mut ws);
+                    let chunk_epilogue = Epilogue {
+                        activation: epilogue.activation,
+                        residual: res.map(|r| &r[chunk.batch.start * img_out..chunk.batch.end * img_out]),
+                        scale: epilogue.scale,
+                    };
+                    exec.run(xs, w, b, &chunk_epilogue, os, &mut ws);
                 }
                 CpuKernel::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
                 CpuKernel::Gemm1x1 => gemm1x1::run(&gc, xs, w, b, os, chunk.rows.clone(), catalog.threads)?,
@@ -492,7 +562,8 @@ impl CpuConv {
             }
         }
         let out = Tensor::from_vec(out, problem.output_shape(), &Device::Cpu)?;
-        if matches!(kernel, CpuKernel::ImplicitGemm(_)) {
+        // ImplicitGemm and Winograd apply the epilogue in their write-out.
+        if matches!(kernel, CpuKernel::ImplicitGemm(_) | CpuKernel::Winograd(..)) {
             return Ok(out);
         }
         apply_epilogue::<T>(out, &whole_epilogue)

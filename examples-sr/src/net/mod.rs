@@ -19,11 +19,14 @@
 //! - `graph`: ncnn layers lowered to nodes (weights as tensors, blob lifetimes, in-place
 //!   adds, relative sizes);
 //! - `exec`: the interpreter ([`Run`], [`Stop`], [`Profile`]);
-//! - `analysis`: shapes, FLOPs and peak memory for an input size, without running.
+//! - `analysis`: shapes, FLOPs and peak memory for an input size, without running;
+//! - `margins`: where a tile's maps may differ from the untiled ones (the tiler's
+//!   conditions for position-dependent convolutions such as Winograd).
 
 mod analysis;
 mod exec;
 mod graph;
+mod margins;
 
 use std::sync::Mutex;
 
@@ -36,6 +39,7 @@ use crate::ncnn::NcnnModel;
 pub use analysis::{PoolInfo, PoolPoint, Ratio, Shape};
 pub use exec::{LayerTime, Means, Profile, Run, Stop};
 use graph::{Graph, NodeKind};
+pub use margins::Margin;
 
 /// A Real-CUGAN network (any ncnn graph made of the supported layers) ready to run.
 pub struct Network {

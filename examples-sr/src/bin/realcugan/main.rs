@@ -87,7 +87,8 @@ struct Cli {
     gpu_id: Option<String>,
 
     /// Tile size in input pixels per side: auto (or 0: the fastest that fits --vram-budget),
-    /// whole (no tiling) or a number (rounded down to a multiple of 2, or 4 for 3x, then
+    /// whole (no tiling) or a number (rounded down to the model's tile alignment: on the CPU
+    /// 8, or 16 for 3x, which keeps Winograd's transform grid; on a GPU 2, or 4 for 3x; then
     /// the image is split into equal tiles of at most that size).
     #[arg(short = 't', long = "tile", default_value = "auto", value_name = "auto|0|whole|N")]
     tile: String,
@@ -209,7 +210,7 @@ fn open_device(name: &str, budget: Budget) -> Result<(Device, usize, Option<Stri
 }
 
 /// How the tile size was arrived at, for the summary line.
-fn tile_note(requested: TileSize, plan: &TilePlan, multiple: usize, budget: usize) -> String {
+fn tile_note(requested: TileSize, plan: &TilePlan, multiple: usize, align: usize, budget: usize) -> String {
     let (tw, th) = plan.tile_size();
     let grid = format!("{}x{} tile(s)", plan.cols.len(), plan.rows.len());
     let (wr, hr) = (plan.cols.last().map_or(0, |c| c.end), plan.rows.last().map_or(0, |r| r.end));
@@ -219,8 +220,8 @@ fn tile_note(requested: TileSize, plan: &TilePlan, multiple: usize, budget: usiz
         TileSize::Fixed(n) if (tw, th) == (n, n) => format!("tile {n}: {grid} of {tw}x{th}"),
         TileSize::Fixed(n) => format!(
             "tile {n} -> {grid} of at most {tw}x{th}: the image, rounded up to {wr}x{hr} (a multiple of {multiple}), \
-             split into equal tiles no larger than {}",
-            n / multiple * multiple
+             split into equal tiles no larger than {} (origins and sizes on multiples of {align})",
+            n / align * align
         ),
         TileSize::Auto if plan.tiles() == 1 => {
             format!("tile auto -> 1 tile of {tw}x{th}: the whole image fits --vram-budget {}", format_bytes(budget))
@@ -417,7 +418,7 @@ fn process(
                 out.width,
                 out.height,
                 if cli.tta { " with TTA (x8)" } else { "" },
-                tile_note(opts.tile, &plan, up.multiple(), opts.budget_bytes),
+                tile_note(opts.tile, &plan, up.multiple(), up.tile_align(), opts.budget_bytes),
                 format_bytes(plan.tile_bytes),
                 if stats.recomputed > 0 {
                     format!(" ({} tile runs recomputed: raise --cache-budget to keep them)", stats.recomputed)
