@@ -89,7 +89,7 @@ impl CpuKernel {
 impl std::fmt::Display for CpuKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CpuKernel::ImplicitGemm(mk) => write!(f, "implicit-gemm/{mk:?}"),
+            CpuKernel::ImplicitGemm(mk) => write!(f, "implicit-gemm/{mk}"),
             CpuKernel::Winograd(mk) => write!(f, "winograd-f2x2-3x3/{mk:?}"),
             CpuKernel::CandleIm2col => f.write_str("candle-im2col"),
             CpuKernel::Gemm1x1 => f.write_str("gemm1x1"),
@@ -174,7 +174,8 @@ impl AlgorithmCatalog for CpuCatalog {
     fn kernel(&self, alg: Algorithm, problem: &ConvProblem, _chunking: Chunking, _limit: usize) -> Option<CpuKernel> {
         match alg {
             Algorithm::ImplicitGemm => Some(CpuKernel::ImplicitGemm(self.kernel)),
-            Algorithm::Winograd => winograd::supports(problem).then_some(CpuKernel::Winograd(self.kernel)),
+            // Winograd's batched GEMMs pack for the 6x16 tile: the same ISA with that tile.
+            Algorithm::Winograd => winograd::supports(problem).then_some(CpuKernel::Winograd(self.kernel.narrow())),
             Algorithm::Im2colGemm => Some(CpuKernel::CandleIm2col),
             Algorithm::Gemm1x1 => Some(CpuKernel::Gemm1x1),
             Algorithm::Direct => Some(CpuKernel::Direct),
@@ -185,7 +186,15 @@ impl AlgorithmCatalog for CpuCatalog {
     fn workspace_bytes(&self, kernel: &CpuKernel, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
         match *kernel {
             CpuKernel::ImplicitGemm(mk) => Some(self.implicit_plan(mk, problem, chunk, limit).workspace_bytes()),
-            CpuKernel::Direct => Some(0),
+            CpuKernel::Direct => {
+                let g = chunk_geometry(problem, chunk);
+                Some(if direct::vectorises(&g, self.kernel) {
+                    let widened = if problem.dtype() == ConvDType::F32 { 0 } else { g.weight_len() };
+                    (g.out_channels + widened) * 4
+                } else {
+                    0
+                })
+            }
             CpuKernel::CandleIm2col => candle_conv::workspace_bytes(problem, chunk, self.threads),
             CpuKernel::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
             CpuKernel::Winograd(mk) => self.winograd_plan(mk, problem, chunk, limit).map(|p| p.workspace_bytes()),
@@ -344,7 +353,9 @@ impl CpuConv {
     }
 
     /// Runs a given plan with an epilogue: `out = (act(conv + bias) + residual) · scale`.
-    /// The implicit GEMM applies it in its write-out; the other kernels in one pass after.
+    /// The implicit GEMM, `Gemm1x1` and the vectorised direct convolution apply it in
+    /// their write-out; the other kernels (candle's im2col, Winograd, the scalar direct
+    /// loop) in one pass after.
     ///
     /// The plan is checked again before anything runs: the tensors must be what its
     /// problem says, and this engine's catalog must accept its kernel for every chunk
@@ -405,6 +416,11 @@ impl CpuConv {
         {
             return Err(unsupported(&format!(" (microkernel {mk:?} is not supported by this CPU)")));
         }
+        if let CpuKernel::Winograd(mk) = *plan.kernel()
+            && !mk.is_narrow()
+        {
+            return Err(unsupported(&format!(" (Winograd packs for the 6x16 tile; microkernel {mk} has another)")));
+        }
         if plan.kernel().algorithm() != plan.algorithm() {
             return Err(unsupported(&format!(" (kernel {} is not one of this algorithm)", plan.kernel())));
         }
@@ -457,20 +473,26 @@ impl CpuConv {
         check_len("bias", b.map(<[T]>::len), g.out_channels)?;
         let mut out = output_buffer::<T>(&self.meter, g.output_len())?;
         let (img_in, img_out) = (g.input_len() / g.batch, g.output_len() / g.batch);
+        let catalog = self.dispatcher.catalog();
+        // Kernels that apply the epilogue in their write-out: no second pass below.
+        let fused = match kernel {
+            CpuKernel::ImplicitGemm(_) | CpuKernel::Gemm1x1 => true,
+            CpuKernel::Direct => direct::vectorises(g, catalog.kernel),
+            _ => false,
+        };
         for chunk in plan.chunks() {
             let gc = chunk_geometry(problem, &chunk);
             let xs = &x[chunk.batch.start * img_in..chunk.batch.end * img_in];
             let os = &mut out[chunk.batch.start * img_out..chunk.batch.end * img_out];
-            let catalog = self.dispatcher.catalog();
+            let chunk_epilogue = Epilogue {
+                activation: epilogue.activation,
+                residual: res.map(|r| &r[chunk.batch.start * img_out..chunk.batch.end * img_out]),
+                scale: epilogue.scale,
+            };
             match kernel {
                 CpuKernel::ImplicitGemm(mk) => {
                     let exec = catalog.implicit_plan(mk, problem, &chunk, plan.workspace_limit());
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats())?;
-                    let chunk_epilogue = Epilogue {
-                        activation: epilogue.activation,
-                        residual: res.map(|r| &r[chunk.batch.start * img_out..chunk.batch.end * img_out]),
-                        scale: epilogue.scale,
-                    };
                     exec.run_fused(xs, w, b, &chunk_epilogue, os, &mut ws);
                 }
                 CpuKernel::Winograd(mk) => {
@@ -485,14 +507,21 @@ impl CpuConv {
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats())?;
                     exec.run(xs, w, b, os, &mut ws);
                 }
+                CpuKernel::Direct if fused => {
+                    let mut ws = self.meter.alloc_f32(direct::vectorised_scratch_floats::<T>(&gc))?;
+                    let rows = chunk.rows.clone();
+                    direct::direct_vectorised(catalog.kernel, &gc, xs, w, b, &chunk_epilogue, os, rows, &mut ws);
+                }
                 CpuKernel::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
-                CpuKernel::Gemm1x1 => gemm1x1::run(&gc, xs, w, b, os, chunk.rows.clone(), catalog.threads)?,
+                CpuKernel::Gemm1x1 => {
+                    gemm1x1::run(&gc, xs, w, b, &chunk_epilogue, os, chunk.rows.clone(), catalog.threads)?
+                }
                 // Ran whole above; never reaches the loop.
                 CpuKernel::CandleIm2col => {}
             }
         }
         let out = Tensor::from_vec(out, problem.output_shape(), &Device::Cpu)?;
-        if matches!(kernel, CpuKernel::ImplicitGemm(_)) {
+        if fused {
             return Ok(out);
         }
         apply_epilogue::<T>(out, &whole_epilogue)
