@@ -10,6 +10,7 @@ use implicit_gemm::{ConvGeometry, ConvKind, Epilogue};
 use rayon::prelude::*;
 use std::any::TypeId;
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The accumulator type of a direct run (f32 for execution, f64 for the reference).
 pub trait Accum: Element + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
@@ -107,9 +108,6 @@ pub fn direct_conv<T: Element, A: Accum>(
 const VEC_CHANNELS: usize = 4;
 /// Widest strip of output pixels one pass covers (4 zmm).
 const MAX_STRIP: usize = 64;
-/// Longest filter span along the width, `(ks − 1)·dilation`, the vectorised path takes:
-/// its row scratch lives on the stack.
-const MAX_SPAN: usize = 64;
 
 /// Whether [`direct_vectorised`] runs `g` with `isa`: a forward convolution without groups
 /// and with unit stride along the width (its pixels are SIMD lanes), on an x86 ISA.
@@ -120,25 +118,33 @@ pub fn vectorises(g: &ConvGeometry, isa: MicroKernel) -> bool {
         && g.kind == ConvKind::Forward
         && g.groups == 1
         && g.stride[1] == 1
-        && (g.kernel[1] - 1) * g.dilation[1] <= MAX_SPAN
 }
 
-/// Floats of scratch [`direct_vectorised`] needs: the bias in f32, and the weights
-/// widened to f32 unless they are f32 already.
-pub fn vectorised_scratch_floats<T: Element>(g: &ConvGeometry) -> usize {
-    g.out_channels + if TypeId::of::<T>() == TypeId::of::<f32>() { 0 } else { g.weight_len() }
+/// Floats of one strip's staged input rows: every (channel, filter row) segment a strip
+/// reads, widened to f32 and zero-padded, `MAX_STRIP + (ks − 1)·dilation` each.
+fn staging_floats(g: &ConvGeometry) -> usize {
+    g.in_channels * g.kernel[0] * (MAX_STRIP + (g.kernel[1] - 1) * g.dilation[1])
 }
 
-/// Direct convolution with the output pixels of a row in SIMD lanes: per strip of 4
-/// vectors of one output row and up to 4 output channels, every (channel, tap) is one
-/// broadcast weight and 4 FMAs over input rows read in place (no packing). This is what a
+/// Floats of scratch [`direct_vectorised`] needs with `threads` workers: the bias in f32,
+/// the weights widened to f32 unless they are f32 already, and per worker one strip's
+/// staged input rows.
+pub fn vectorised_scratch_floats<T: Element>(g: &ConvGeometry, threads: usize) -> usize {
+    let widened = if TypeId::of::<T>() == TypeId::of::<f32>() { 0 } else { g.weight_len() };
+    g.out_channels + widened + threads.max(1) * staging_floats(g)
+}
+
+/// Direct convolution with the output pixels of a row in SIMD lanes: per strip of up to
+/// 4 vectors of one output row and up to 4 output channels, every (input channel, tap) is
+/// one broadcast weight and 4 FMAs over the input row read in place (no packing; strips
+/// that touch the padding or read f16/bf16 read a staged, widened copy). This is what a
 /// GEMM does badly: few output channels (the VAE's conv_out, 128→3), where a packed GEMM
 /// tile is mostly padding and packing costs more than the arithmetic. The epilogue is
 /// applied in the write-out.
 ///
 /// Output rows `rows` of every image; `output` is the whole NCHW output. Returns `false`,
 /// writing nothing, where [`vectorises`] says no. `scratch` holds
-/// [`vectorised_scratch_floats`] floats.
+/// [`vectorised_scratch_floats`]`(g, threads)` floats.
 #[allow(clippy::too_many_arguments)]
 pub fn direct_vectorised<T: Element>(
     isa: MicroKernel,
@@ -149,6 +155,7 @@ pub fn direct_vectorised<T: Element>(
     epilogue: &Epilogue<&[T]>,
     output: &mut [T],
     rows: Range<usize>,
+    threads: usize,
     scratch: &mut [f32],
 ) -> bool {
     if !vectorises(g, isa) {
@@ -158,6 +165,7 @@ pub fn direct_vectorised<T: Element>(
     assert_eq!(weight.len(), g.weight_len(), "weight length");
     assert_eq!(output.len(), g.output_len(), "output length");
     assert!(rows.end <= g.out_hw()[0], "rows outside the output");
+    assert!(scratch.len() >= vectorised_scratch_floats::<T>(g, threads), "scratch too small");
     if let Some(b) = bias {
         assert_eq!(b.len(), g.out_channels, "bias length");
     }
@@ -168,33 +176,52 @@ pub fn direct_vectorised<T: Element>(
     for (k, v) in bias_f32.iter_mut().enumerate() {
         *v = bias.map_or(0.0, |b| b[k].to_f32());
     }
-    let wf: &[f32] = if TypeId::of::<T>() == TypeId::of::<f32>() {
+    let (wf, staging): (&[f32], &mut [f32]) = if TypeId::of::<T>() == TypeId::of::<f32>() {
         // SAFETY: T is f32.
-        unsafe { std::slice::from_raw_parts(weight.as_ptr() as *const f32, weight.len()) }
+        (unsafe { std::slice::from_raw_parts(weight.as_ptr() as *const f32, weight.len()) }, scratch)
     } else {
-        let s = &mut scratch[..weight.len()];
+        let (s, rest) = scratch.split_at_mut(weight.len());
         T::widen(weight, s);
-        s
+        (s, rest)
     };
     let cx = Ctx { g: *g, x: input, w: wf, bias: bias_f32, epilogue, out: SharedOut(output.as_mut_ptr()) };
     let nrows = rows.len();
-    (0..g.batch * nrows).into_par_iter().for_each(|i| {
+    let units = g.batch * nrows;
+    let next = AtomicUsize::new(0);
+    let work = |slot: &mut [f32]| loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= units {
+            break;
+        }
         let (n, op) = (i / nrows, rows.start + i % nrows);
-        // SAFETY: `vectorises` checked the ISA; each (image, row) is written by one task.
+        // SAFETY: `vectorises` checked the ISA; each (image, row) is one unit, written by
+        // the one worker that took it.
         #[cfg(target_arch = "x86_64")]
         unsafe {
             match isa {
-                MicroKernel::Avx512 | MicroKernel::Avx512Narrow => vec_avx512::row(&cx, n, op),
-                _ => vec_avx2::row(&cx, n, op),
+                MicroKernel::Avx512 | MicroKernel::Avx512Narrow => vec_avx512::row(&cx, n, op, slot),
+                _ => vec_avx2::row(&cx, n, op, slot),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (&cx, n, op);
-    });
+        let _ = (&cx, n, op, &slot);
+    };
+    let workers = threads.clamp(1, units.max(1));
+    let slot_len = staging_floats(g);
+    if workers == 1 {
+        work(&mut staging[..slot_len]);
+    } else {
+        rayon::scope(|sc| {
+            for slot in staging.chunks_exact_mut(slot_len).take(workers) {
+                let work = &work;
+                sc.spawn(move |_| work(slot));
+            }
+        });
+    }
     true
 }
 
-/// The output pointer, shared by tasks that write disjoint rows.
+/// The output pointer, shared by workers that write disjoint rows.
 #[derive(Clone, Copy)]
 struct SharedOut<T>(*mut T);
 unsafe impl<T: Send> Send for SharedOut<T> {}
@@ -214,10 +241,11 @@ mod vec_avx512 {
     use super::*;
     use std::arch::x86_64::__m512;
     /// # Safety
-    /// AVX-512F is present; no other task writes row `op` of image `n`.
+    /// AVX-512F is present; no other worker writes row `op` of image `n`.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn row<T: Element>(cx: &Ctx<T>, n: usize, op: usize) {
-        unsafe { conv_row::<T, __m512, 4>(cx, n, op) }
+    pub(super) unsafe fn row<T: Element>(cx: &Ctx<T>, n: usize, op: usize, staging: &mut [f32]) {
+        // 4 channels × 4 zmm = 16 accumulators: 64 pixels per strip.
+        unsafe { conv_row::<T, __m512, 4>(cx, n, op, staging) }
     }
 }
 
@@ -226,31 +254,61 @@ mod vec_avx2 {
     use super::*;
     use std::arch::x86_64::__m256;
     /// # Safety
-    /// AVX2 and FMA are present; no other task writes row `op` of image `n`.
+    /// AVX2 and FMA are present; no other worker writes row `op` of image `n`.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn row<T: Element>(cx: &Ctx<T>, n: usize, op: usize) {
+    pub(super) unsafe fn row<T: Element>(cx: &Ctx<T>, n: usize, op: usize, staging: &mut [f32]) {
         // 4 channels × 3 ymm = 12 accumulators, 3 input vectors and a broadcast: 16 ymm.
-        unsafe { conv_row::<T, __m256, 3>(cx, n, op) }
+        unsafe { conv_row::<T, __m256, 3>(cx, n, op, staging) }
     }
 }
 
+/// Output row `op` of image `n`, strip by strip; per strip, the input rows are staged
+/// once (where they cannot be read in place) and then swept once per group of 4 channels.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn conv_row<T: Element, V: F32Vector, const NV: usize>(cx: &Ctx<T>, n: usize, op: usize) {
+unsafe fn conv_row<T: Element, V: F32Vector, const NV: usize>(cx: &Ctx<T>, n: usize, op: usize, staging: &mut [f32]) {
+    let g = &cx.g;
+    let [h, w] = g.in_size;
+    let [kr, ks] = g.kernel;
     let width = NV * V::LANES;
-    let q = cx.g.out_hw()[1];
-    let m = cx.g.out_channels;
+    let span = (ks - 1) * g.dilation[1] + width;
+    let q = g.out_hw()[1];
+    let m = g.out_channels;
+    let is_f32 = TypeId::of::<T>() == TypeId::of::<f32>();
     let mut oq0 = 0;
     while oq0 < q {
+        let iw0 = oq0 as isize - g.pad_begin[1] as isize;
+        let in_place = is_f32 && iw0 >= 0 && iw0 as usize + span <= w;
+        if !in_place {
+            // Every (channel, filter row) segment this strip reads, zero outside the row.
+            for c in 0..g.in_channels {
+                let plane = &cx.x[(n * g.in_channels + c) * h * w..][..h * w];
+                for r in 0..kr {
+                    let ih = (op * g.stride[0] + r * g.dilation[0]) as isize - g.pad_begin[0] as isize;
+                    if ih < 0 || ih >= h as isize {
+                        continue;
+                    }
+                    let src = &plane[ih as usize * w..][..w];
+                    let seg = &mut staging[(c * kr + r) * span..][..span];
+                    let lo = (-iw0).clamp(0, span as isize) as usize;
+                    let hi = (w as isize - iw0).clamp(lo as isize, span as isize) as usize;
+                    seg[..lo].fill(0.0);
+                    let from = (iw0 + lo as isize) as usize;
+                    T::widen(&src[from..from + (hi - lo)], &mut seg[lo..hi]);
+                    seg[hi..].fill(0.0);
+                }
+            }
+        }
+        let staged = (!in_place).then_some(&*staging);
         let mut k0 = 0;
         while k0 < m {
             let mb = (m - k0).min(VEC_CHANNELS);
             unsafe {
                 match mb {
-                    1 => strip::<T, V, 1, NV>(cx, n, op, oq0, k0),
-                    2 => strip::<T, V, 2, NV>(cx, n, op, oq0, k0),
-                    3 => strip::<T, V, 3, NV>(cx, n, op, oq0, k0),
-                    _ => strip::<T, V, VEC_CHANNELS, NV>(cx, n, op, oq0, k0),
+                    1 => strip::<T, V, 1, NV>(cx, n, op, oq0, k0, staged),
+                    2 => strip::<T, V, 2, NV>(cx, n, op, oq0, k0, staged),
+                    3 => strip::<T, V, 3, NV>(cx, n, op, oq0, k0, staged),
+                    _ => strip::<T, V, VEC_CHANNELS, NV>(cx, n, op, oq0, k0, staged),
                 }
             }
             k0 += mb;
@@ -259,7 +317,8 @@ unsafe fn conv_row<T: Element, V: F32Vector, const NV: usize>(cx: &Ctx<T>, n: us
     }
 }
 
-/// Output channels `k0..k0 + MB`, pixels `oq0..oq0 + NV·LANES` (clipped) of row `op`.
+/// Output channels `k0..k0 + MB`, pixels `oq0..oq0 + NV·LANES` (clipped) of row `op`,
+/// reading the input in place (f32, strip inside the row) or from `staged` segments.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize>(
@@ -268,6 +327,7 @@ unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize>(
     op: usize,
     oq0: usize,
     k0: usize,
+    staged: Option<&[f32]>,
 ) {
     let g = &cx.g;
     let [h, w] = g.in_size;
@@ -276,29 +336,22 @@ unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize>(
     let c_in = g.in_channels;
     let width = NV * V::LANES;
     let span = (ks - 1) * g.dilation[1] + width;
-    let is_f32 = TypeId::of::<T>() == TypeId::of::<f32>();
     let iw0 = oq0 as isize - g.pad_begin[1] as isize;
-    let in_place = is_f32 && iw0 >= 0 && iw0 as usize + span <= w;
-    let mut seg = [0f32; MAX_STRIP + MAX_SPAN];
     let mut acc = [[unsafe { V::zero() }; NV]; MB];
     let w_k = c_in * kr * ks;
     for c in 0..c_in {
-        let plane = &cx.x[(n * c_in + c) * h * w..][..h * w];
         for r in 0..kr {
             let ih = (op * g.stride[0] + r * g.dilation[0]) as isize - g.pad_begin[0] as isize;
             if ih < 0 || ih >= h as isize {
                 continue;
             }
-            let src = &plane[ih as usize * w..][..w];
-            let base: *const f32 = if in_place {
-                // SAFETY: T is f32 and iw0..iw0 + span lies inside the row.
-                unsafe { (src.as_ptr() as *const f32).add(iw0 as usize) }
-            } else {
-                for (j, v) in seg[..span].iter_mut().enumerate() {
-                    let iw = iw0 + j as isize;
-                    *v = if iw >= 0 && iw < w as isize { src[iw as usize].to_f32() } else { 0.0 };
+            let base: *const f32 = match staged {
+                Some(st) => st[(c * kr + r) * span..][..span].as_ptr(),
+                None => {
+                    let row = &cx.x[((n * c_in + c) * h + ih as usize) * w..][..w];
+                    // In place only for f32 strips inside the row (see `conv_row`).
+                    row[iw0 as usize..iw0 as usize + span].as_ptr() as *const f32
                 }
-                seg.as_ptr()
             };
             let wrow = (c * kr + r) * ks;
             for s in 0..ks {
@@ -327,7 +380,7 @@ unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize>(
             unsafe { V::store(lanes.as_mut_ptr().add(j * V::LANES), *v) };
         }
         let bv = cx.bias[k];
-        // SAFETY: pixels oq0..oq0 + valid of row op of plane (n, k) are this task's alone.
+        // SAFETY: pixels oq0..oq0 + valid of row op of plane (n, k) are this unit's alone.
         let dst = unsafe { std::slice::from_raw_parts_mut(cx.out.0.add(start), valid) };
         let acc = &mut lanes[..valid];
         acc.iter_mut().for_each(|v| *v += bv);
@@ -387,10 +440,11 @@ mod tests {
         direct_conv::<f64, f64>(g, &widen(&x), &widen(&w), Some(&widen(&b)), &mut want, 0..p);
         let ep = Epilogue { activation: act, residual: with_res.then_some(res.as_slice()), scale };
         let mut out = vec![T::from_f32(f32::NAN); g.output_len()];
-        let mut scratch = vec![f32::NAN; vectorised_scratch_floats::<T>(g)];
+        let threads = 2;
+        let mut scratch = vec![f32::NAN; vectorised_scratch_floats::<T>(g, threads)];
         // Two bands of rows, as chunked plans run it.
         for rows in [0..p / 2, p / 2..p] {
-            assert!(direct_vectorised(isa, g, &x, &w, Some(&b), &ep, &mut out, rows, &mut scratch));
+            assert!(direct_vectorised(isa, g, &x, &w, Some(&b), &ep, &mut out, rows, threads, &mut scratch));
         }
         let taps = (g.in_channels * g.kernel[0] * g.kernel[1]) as f64;
         for (i, (o, c)) in out.iter().zip(&want).enumerate() {

@@ -60,6 +60,28 @@ fn gflops_per_thread(alg: Algorithm, dtype: ConvDType, channels: usize) -> f64 {
     }
 }
 
+/// The share of a GEMM-based kernel's rate (measured on the VAE's wide layers) that a
+/// problem keeps: its `m` output channels padded to the tile's `mr` rows, with every
+/// packed element reused only `m` times (a narrow layer, e.g. conv_out 128→3, is mostly
+/// padding and packing), and a reduction of `k` that spends more on the accumulator tile
+/// than on FMAs when short (a 3-channel input). About 1 on the VAE's 128–512-channel
+/// layers; the 16s are the tile set-up cost in reduction steps, fitted to the A/B of
+/// 2026-12-04 (docs/measurements/2026-12-04-cpu-kernels.md).
+fn gemm_shape_efficiency(m: usize, mr: usize, k: usize) -> f64 {
+    let m_pad = m.div_ceil(mr) * mr;
+    let rows = (1.15 * m as f64 / (m_pad + 16) as f64).min(1.0);
+    let depth = (1.15 * k as f64 / (k + 16) as f64).min(1.0);
+    rows * depth
+}
+
+/// The vectorised direct convolution's GFLOP/s per thread (direct.rs): it reads the input
+/// in place, so it does not depend on the channel counts the way the GEMMs do. On the
+/// 2-core Zen 4 (shared, 2026-12-04) it ran conv_out 128→3 at 2.5x and 3→32 at 1.9x the
+/// implicit GEMM's speed in the same run; half-precision strips are staged (widened).
+fn direct_vectorised_gflops_per_thread(dtype: ConvDType) -> f64 {
+    if dtype == ConvDType::F32 { 30.0 } else { 25.0 }
+}
+
 /// The kernel a CPU plan runs: the algorithm and, where it has a choice, the microkernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CpuKernel {
@@ -140,6 +162,21 @@ impl CpuCatalog {
         winograd::WinogradPlan::fitted(problem, chunk, &chunk_geometry(problem, chunk), mk, limit)
     }
 
+    /// The scratch of the vectorised direct convolution for a chunk, if it runs it: where
+    /// the geometry vectorises on this catalog's ISA and the scratch fits `limit`; else
+    /// `Direct` is the scalar loop, which needs no workspace.
+    fn direct_vectorised_bytes(&self, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
+        let g = chunk_geometry(problem, chunk);
+        if !direct::vectorises(&g, self.kernel) {
+            return None;
+        }
+        let floats = match problem.dtype() {
+            ConvDType::F32 => direct::vectorised_scratch_floats::<f32>(&g, self.threads),
+            _ => direct::vectorised_scratch_floats::<f16>(&g, self.threads),
+        };
+        (floats * 4 <= limit).then_some(floats * 4)
+    }
+
     /// The executor plan for a chunk, with tiles shrunk (down to one worker) until its
     /// workspace fits `limit` where that is possible.
     fn implicit_plan(&self, mk: MicroKernel, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> CpuConvPlan {
@@ -186,15 +223,7 @@ impl AlgorithmCatalog for CpuCatalog {
     fn workspace_bytes(&self, kernel: &CpuKernel, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
         match *kernel {
             CpuKernel::ImplicitGemm(mk) => Some(self.implicit_plan(mk, problem, chunk, limit).workspace_bytes()),
-            CpuKernel::Direct => {
-                let g = chunk_geometry(problem, chunk);
-                Some(if direct::vectorises(&g, self.kernel) {
-                    let widened = if problem.dtype() == ConvDType::F32 { 0 } else { g.weight_len() };
-                    (g.out_channels + widened) * 4
-                } else {
-                    0
-                })
-            }
+            CpuKernel::Direct => Some(self.direct_vectorised_bytes(problem, chunk, limit).unwrap_or(0)),
             CpuKernel::CandleIm2col => candle_conv::workspace_bytes(problem, chunk, self.threads),
             CpuKernel::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
             CpuKernel::Winograd(mk) => self.winograd_plan(mk, problem, chunk, limit).map(|p| p.workspace_bytes()),
@@ -206,7 +235,17 @@ impl AlgorithmCatalog for CpuCatalog {
         let g = problem.geometry();
         let share = (chunk.batch.len() * chunk.rows.len()) as f64 / (g.batch * g.out_hw()[0]) as f64;
         let flops = g.flops() as f64 * share;
-        let per_thread = gflops_per_thread(alg, problem.dtype(), g.in_channels.min(g.out_channels));
+        let mut per_thread = gflops_per_thread(alg, problem.dtype(), g.in_channels.min(g.out_channels));
+        let (m, c) = (g.out_channels_per_group(), g.in_channels_per_group());
+        match *kernel {
+            CpuKernel::ImplicitGemm(mk) => per_thread *= gemm_shape_efficiency(m, mk.mr(), c * g.taps()),
+            CpuKernel::Winograd(mk) => per_thread *= gemm_shape_efficiency(m, mk.mr(), c),
+            CpuKernel::Gemm1x1 => per_thread *= gemm_shape_efficiency(m, 16, c),
+            CpuKernel::Direct if direct::vectorises(&chunk_geometry(problem, chunk), self.kernel) => {
+                per_thread = direct_vectorised_gflops_per_thread(problem.dtype())
+            }
+            _ => {}
+        }
         let rate = per_thread * 1e9 * self.threads as f64;
         // Small problems are dominated by fixed costs (thread start-up, packing set-up).
         let fixed = match alg {
@@ -477,7 +516,10 @@ impl CpuConv {
         // Kernels that apply the epilogue in their write-out: no second pass below.
         let fused = match kernel {
             CpuKernel::ImplicitGemm(_) | CpuKernel::Gemm1x1 => true,
-            CpuKernel::Direct => direct::vectorises(g, catalog.kernel),
+            CpuKernel::Direct => plan
+                .chunks()
+                .iter()
+                .all(|c| catalog.direct_vectorised_bytes(problem, c, plan.workspace_limit()).is_some()),
             _ => false,
         };
         for chunk in plan.chunks() {
@@ -508,9 +550,10 @@ impl CpuConv {
                     exec.run(xs, w, b, os, &mut ws);
                 }
                 CpuKernel::Direct if fused => {
-                    let mut ws = self.meter.alloc_f32(direct::vectorised_scratch_floats::<T>(&gc))?;
-                    let rows = chunk.rows.clone();
-                    direct::direct_vectorised(catalog.kernel, &gc, xs, w, b, &chunk_epilogue, os, rows, &mut ws);
+                    let threads = catalog.threads;
+                    let mut ws = self.meter.alloc_f32(direct::vectorised_scratch_floats::<T>(&gc, threads))?;
+                    let (rows, ep) = (chunk.rows.clone(), &chunk_epilogue);
+                    direct::direct_vectorised(catalog.kernel, &gc, xs, w, b, ep, os, rows, threads, &mut ws);
                 }
                 CpuKernel::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
                 CpuKernel::Gemm1x1 => {
