@@ -120,6 +120,21 @@ fn cpu_plan_matches_the_measured_heap_peak() {
     }
 }
 
+/// The same at the 1024² and 2048² (the reduced fixture configuration; a minute
+/// and ~1.5 GB of heap on 2 cores, so not in every CI run).
+#[test]
+#[ignore = "a known gap: 0.98x at 1024² f32 but 0.86x the measured heap at 2048² f32 (2-core machine, 2026-12-04); slow; run with --ignored"]
+fn cpu_plan_matches_the_measured_heap_peak_at_1024_and_2048() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let device = fresh_cpu();
+    for dtype in [DType::F32, DType::F16] {
+        for latent in [128, 256] {
+            let plan = check(&device, dtype, latent, None);
+            assert!(plan.fits && plan.budget.is_none(), "{plan}");
+        }
+    }
+}
+
 /// With a budget: tight scratch caps (attention in query chunks, the upsamplers in bands)
 /// and a conv workspace cap, as the CLI runs it; the plan still matches, says it fits, and
 /// a budget below the peak says it does not and which tiles would.
