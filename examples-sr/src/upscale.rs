@@ -393,37 +393,35 @@ impl Upscaler {
         let started = std::time::Instant::now();
         let padded = self.padded_input(img);
         let input_time = started.elapsed();
-        let mut stats = Stats::default();
-        let maxv = img.max_value();
-        let (ow, oh) = (w * s, h * s);
+        let n = w * s * h * s * img.channels;
         match img.pixels {
-            Pixels::U8(_) => {
-                let mut out = vec![0u8; ow * oh * img.channels];
-                self.run_tiles(
-                    &padded,
-                    &plan.rows,
-                    &plan.cols,
-                    plan.cache_bytes,
-                    progress,
-                    &mut stats,
-                    &mut |y, rows, cols| self.write_tile(y, rows, cols, &padded, img, &mut out),
-                )?;
-                self.finish(img, out, maxv, input_time, stats)
-            }
-            Pixels::U16(_) => {
-                let mut out = vec![0u16; ow * oh * img.channels];
-                self.run_tiles(
-                    &padded,
-                    &plan.rows,
-                    &plan.cols,
-                    plan.cache_bytes,
-                    progress,
-                    &mut stats,
-                    &mut |y, rows, cols| self.write_tile(y, rows, cols, &padded, img, &mut out),
-                )?;
-                self.finish(img, out, maxv, input_time, stats)
-            }
+            Pixels::U8(_) => self.upscale_into(vec![0u8; n], img, plan, &padded, input_time, progress),
+            Pixels::U16(_) => self.upscale_into(vec![0u16; n], img, plan, &padded, input_time, progress),
         }
+    }
+
+    /// The tiles of `plan` through the network into `out` (the image's own sample type),
+    /// then [`Self::finish`].
+    fn upscale_into<S: Sample>(
+        &self,
+        mut out: Vec<S>,
+        img: &Image,
+        plan: &TilePlan,
+        padded: &Padded,
+        input_time: std::time::Duration,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(Image, Stats), Error> {
+        let mut stats = Stats::default();
+        self.run_tiles(
+            padded,
+            &plan.rows,
+            &plan.cols,
+            plan.cache_bytes,
+            progress,
+            &mut stats,
+            &mut |y, rows, cols| self.write_tile(y, rows, cols, padded, img, &mut out),
+        )?;
+        self.finish(img, out, img.max_value(), input_time, stats)
     }
 
     /// Runs every tile of `padded` (the rows and columns of its rounded image) through
