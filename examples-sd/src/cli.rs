@@ -67,6 +67,24 @@ pub fn one_line(e: &anyhow::Error) -> String {
     line
 }
 
+/// The options both tools take to build the VAE and choose where and how it runs.
+#[derive(clap::Args, Debug)]
+pub struct VaeArgs {
+    /// Model preset (architecture and latent scaling): sd (1.x/2.x), sdxl, sd3, flux.
+    /// Required unless --config is given.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// A diffusers AutoencoderKL config.json; overrides the preset.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// auto, cpu or rocm[:N].
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Compute dtype: f32, f16 or bf16.
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+}
+
 pub fn parse_dtype(s: &str) -> Result<DType> {
     Ok(match s.trim().to_ascii_lowercase().as_str() {
         "f32" | "float32" => DType::F32,

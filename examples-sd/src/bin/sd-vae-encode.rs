@@ -44,19 +44,8 @@ struct Args {
     /// Image size WIDTHxHEIGHT in pixels for --plan (e.g. 1024x1024).
     #[arg(long, requires = "plan", value_name = "WxH")]
     size: Option<String>,
-    /// Model preset (architecture and latent scaling): sd (1.x/2.x), sdxl, sd3, flux.
-    /// Required unless --config is given.
-    #[arg(long)]
-    model: Option<String>,
-    /// A diffusers AutoencoderKL config.json; overrides the preset.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// auto, cpu or rocm[:N].
-    #[arg(long, default_value = "auto")]
-    device: String,
-    /// Compute dtype: f32, f16 or bf16.
-    #[arg(long, default_value = "f32")]
-    dtype: String,
+    #[command(flatten)]
+    setup: cli::VaeArgs,
     /// Memory budget for the encode (weights, activations and scratch): 12GiB, 800MiB,
     /// 80% (of free memory). On the CPU this is host memory. Without it, no fit check
     /// and default scratch sizes.
@@ -159,10 +148,10 @@ fn run(args: Args) -> Result<()> {
     let t0 = Instant::now();
     // Before anything is written: Ctrl-C / SIGTERM remove partial files and say what was done.
     cli_support::partial::install_signal_handler("sd-vae-encode")?;
-    let dtype = parse_dtype(&args.dtype)?;
-    let config = cli::vae_config(args.config.as_deref(), args.model.as_deref())?;
+    let dtype = parse_dtype(&args.setup.dtype)?;
+    let config = cli::vae_config(args.setup.config.as_deref(), args.setup.model.as_deref())?;
     // Fail on a device we do not have before reading anything large.
-    let probe = cli::probe_device(&args.device)?;
+    let probe = cli::probe_device(&args.setup.device)?;
     let budget = cli::parse_budget(args.vram_budget.as_deref())?;
     if args.plan {
         return run_plan(&args, &config, dtype, &probe, budget);
@@ -187,7 +176,7 @@ fn run(args: Args) -> Result<()> {
     let (h, w) = (height / config.upscale(), width / config.upscale());
     let noise = if args.mean { None } else { Some(noise(&args, config.latent_channels, (h, w), &probe)?) };
     let mut inputs = vec![vae.as_path(), image_path.as_path()];
-    inputs.extend(args.config.as_deref());
+    inputs.extend(args.setup.config.as_deref());
     inputs.extend(args.noise.as_deref());
     check_not_inputs(std::slice::from_ref(&out), &inputs)?;
     check_latents_output(&out, args.force)?;
