@@ -1,7 +1,7 @@
 //! Where tensors live and convolutions run.
 
 use crate::error::{Error, Result};
-use conv_engine::{Budget, CpuConv};
+use conv_engine::{Budget, ConvRounding, CpuConv};
 use rocm_backend::{RocmConv, RocmDevice};
 use std::collections::HashMap;
 use std::fmt;
@@ -77,6 +77,8 @@ pub struct Device {
     /// else a number unique in the process.
     engine_id: u64,
     rocm: Option<Arc<RocmContext>>,
+    /// How this handle's convolutions may round ([`Device::with_conv_rounding`]).
+    conv_rounding: ConvRounding,
 }
 
 /// Which device a [`Device`] handle is.
@@ -108,7 +110,13 @@ impl Device {
     /// assert_eq!(cpu.to_string(), "cpu");
     /// ```
     pub fn cpu() -> Device {
-        Device { kind: DeviceKind::Cpu, cpu_conv: shared_cpu_conv(), engine_id: 0, rocm: None }
+        Device {
+            kind: DeviceKind::Cpu,
+            cpu_conv: shared_cpu_conv(),
+            engine_id: 0,
+            rocm: None,
+            conv_rounding: ConvRounding::Fastest,
+        }
     }
 
     /// The CPU with its own engine and workspace budget.
@@ -138,7 +146,13 @@ impl Device {
     /// # Ok::<(), rocm_vision::Error>(())
     /// ```
     pub fn cpu_with_engine(engine: CpuConv) -> Device {
-        Device { kind: DeviceKind::Cpu, cpu_conv: Arc::new(engine), engine_id: next_engine_id(), rocm: None }
+        Device {
+            kind: DeviceKind::Cpu,
+            cpu_conv: Arc::new(engine),
+            engine_id: next_engine_id(),
+            rocm: None,
+            conv_rounding: ConvRounding::Fastest,
+        }
     }
 
     /// ROCm GPU `ordinal`, shared by every handle of that ordinal. Errors say whether the
@@ -163,7 +177,13 @@ impl Device {
                 ctx
             }
         };
-        Ok(Device { kind: DeviceKind::Rocm(ordinal), cpu_conv: shared_cpu_conv(), engine_id: 0, rocm: Some(ctx) })
+        Ok(Device {
+            kind: DeviceKind::Rocm(ordinal),
+            cpu_conv: shared_cpu_conv(),
+            engine_id: 0,
+            rocm: Some(ctx),
+            conv_rounding: ConvRounding::Fastest,
+        })
     }
 
     /// ROCm GPU `ordinal` with its allocator limited to `budget` (a byte count, or a
@@ -227,6 +247,32 @@ impl Device {
                 _ => Err(Error::DeviceParse { input: s.to_string() }),
             },
         }
+    }
+
+    /// This handle with its convolutions rounded as `rounding` says. With
+    /// [`ConvRounding::SizeIndependent`] an output pixel's value depends only on the layer
+    /// and its inputs, never on the image size, the chunking or the budget, which is what
+    /// lossless tiling needs (Real-CUGAN's tiler uses it); on ROCm it gives up library GEMMs
+    /// and split-K. Tensors made on it, and the results of ops on them, carry the setting;
+    /// the handle stays equal to the others of its device (same engine, same budget).
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// use rocm_vision::ConvRounding;
+    /// let device = Device::cpu().with_conv_rounding(ConvRounding::SizeIndependent);
+    /// assert_eq!(device, Device::cpu());
+    /// let x = Tensor::ones(&[1, 1, 4, 4], DType::F32, &device)?;
+    /// let y = x.conv2d(&Tensor::ones(&[1, 1, 3, 3], DType::F32, &Device::cpu())?, None, &Conv2dParams::default())?;
+    /// assert_eq!(y.device().conv_rounding(), ConvRounding::SizeIndependent);
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
+    pub fn with_conv_rounding(mut self, rounding: ConvRounding) -> Device {
+        self.conv_rounding = rounding;
+        self
+    }
+
+    pub fn conv_rounding(&self) -> ConvRounding {
+        self.conv_rounding
     }
 
     pub fn kind(&self) -> DeviceKind {
@@ -359,7 +405,7 @@ impl Device {
                     budget: s.budget,
                     live: rocm_backend::alloc::size_class(problem.output_bytes()),
                 };
-                let plan = c.conv.dispatcher().plan(problem, state)?;
+                let plan = c.conv.dispatcher_for(self.conv_rounding).plan(problem, state)?;
                 // Up to three workspace buffers, each rounded up to the allocator's size class.
                 Ok(plan.workspace_bytes() + if plan.workspace_bytes() > 0 { 3 * (2 << 20) } else { 0 })
             }

@@ -54,7 +54,7 @@ pub use candle_core::DType;
 pub use conv_engine;
 pub use conv_engine::ConvError;
 pub use conv_engine::{
-    Activation, Algorithm, Budget, Conv1dParams, Conv2dParams, ConvProblem, Padding2d, format_bytes,
+    Activation, Algorithm, Budget, Conv1dParams, Conv2dParams, ConvProblem, ConvRounding, Padding2d, format_bytes,
 };
 pub use device::{Device, DeviceKind};
 pub use error::{BudgetShortfall, Error, Result};

@@ -37,6 +37,26 @@ pub enum Algorithm {
     Direct,
 }
 
+/// Whether a convolution's rounding may depend on the problem's size. Every algorithm
+/// rounds each output differently (a GEMM library, split-K and Winograd each sum in their
+/// own order), so when the dispatcher picks by size and budget, the last bits of an output
+/// pixel can change with the image size, the chunking or the budget.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ConvRounding {
+    /// The fastest plan that fits; its rounding may change with the size and the budget.
+    #[default]
+    Fastest,
+    /// Each output's rounding depends only on the layer (kind, channels, kernel, stride,
+    /// dilation, dtype), never on the spatial size, the chunking or the budget: an output
+    /// computed on a crop of the input equals the same output of the whole map bit for
+    /// bit. What lossless tiling needs. On ROCm: the implicit GEMM without split-K (any
+    /// tile configuration sums each output in the same order), or direct convolution when
+    /// its workspace does not fit; no library GEMM (rocBLAS and MIOpen pick kernels by
+    /// size). The CPU's dispatcher is unchanged by it (its Winograd tile is already chosen
+    /// by channels; its transform grid is the tiler's to align).
+    SizeIndependent,
+}
+
 impl Algorithm {
     pub const ALL: [Algorithm; 6] = [
         Algorithm::ImplicitGemm,

@@ -20,7 +20,9 @@ pub mod workspace;
 
 pub use budget::{Budget, format_bytes};
 pub use cpu::{CpuCatalog, CpuConv, CpuKernel, CpuPlan};
-pub use dispatch::{Algorithm, AlgorithmCatalog, BudgetState, Chunk, Chunking, Dispatcher, Plan, PlanCache};
+pub use dispatch::{
+    Algorithm, AlgorithmCatalog, BudgetState, Chunk, Chunking, ConvRounding, Dispatcher, Plan, PlanCache,
+};
 pub use error::ConvError;
 pub use implicit_gemm::{Activation, Epilogue};
 pub use problem::{Conv1dParams, Conv2dParams, ConvDType, ConvProblem, Padding2d, Rank};

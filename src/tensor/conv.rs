@@ -61,7 +61,8 @@ impl Tensor {
                     residual: r.as_ref().map(|r| &r.array),
                     scale: epilogue.scale,
                 };
-                let out = ctx.conv.run_fused(&problem, &x.array, &w.array, b.as_ref().map(|b| &b.array), ep)?;
+                let b = b.as_ref().map(|b| &b.array);
+                let out = ctx.conv.run_rounded(&problem, &x.array, &w.array, b, ep, self.device.conv_rounding())?;
                 self.wrap_rocm(RocmTensor::contiguous_new(out, &problem.output_shape()))
             }
             _ => unreachable!("same_device checked"),

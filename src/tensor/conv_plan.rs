@@ -92,8 +92,8 @@ impl Device {
                 Ok(ConvPlanInfo::from_plan(self.cpu_conv().dispatcher().catalog().device_key(), &plan))
             }
             Some(ctx) => {
-                let plan = ctx.conv.plan(problem)?;
-                Ok(ConvPlanInfo::from_plan(ctx.conv.dispatcher().catalog().device_key(), &plan))
+                let plan = ctx.conv.plan_rounded(problem, self.conv_rounding())?;
+                Ok(ConvPlanInfo::from_plan(ctx.conv.dispatcher_for(self.conv_rounding()).catalog().device_key(), &plan))
             }
         }
     }
@@ -120,8 +120,9 @@ impl Device {
             None => self.conv_plan(problem),
             Some(ctx) => {
                 let state = conv_engine::BudgetState { budget: ctx.device.allocator().stats().budget, live };
-                let plan = ctx.conv.dispatcher().plan(problem, state)?;
-                Ok(ConvPlanInfo::from_plan(ctx.conv.dispatcher().catalog().device_key(), &plan))
+                let dispatcher = ctx.conv.dispatcher_for(self.conv_rounding());
+                let plan = dispatcher.plan(problem, state)?;
+                Ok(ConvPlanInfo::from_plan(dispatcher.catalog().device_key(), &plan))
             }
         }
     }

@@ -31,7 +31,7 @@ mod margins;
 use std::sync::Mutex;
 
 use implicit_gemm::ConvKind;
-use rocm_vision::{DType, Device};
+use rocm_vision::{ConvRounding, DType, Device};
 
 use crate::Error;
 use crate::ncnn::NcnnModel;
@@ -62,8 +62,11 @@ impl Network {
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(err(format!("inference dtype {dtype:?} is not supported (f32, f16 or bf16)")));
         }
-        let graph = Graph::lower(model, dtype, device)?;
-        Ok(Network { graph, dtype, device: device.clone(), profile: Mutex::new(None) })
+        // Tiled == untiled bit for bit needs every conv to round each pixel the same way
+        // whatever the tile's size (on ROCm: no library GEMM, no split-K).
+        let device = device.clone().with_conv_rounding(ConvRounding::SizeIndependent);
+        let graph = Graph::lower(model, dtype, &device)?;
+        Ok(Network { graph, dtype, device, profile: Mutex::new(None) })
     }
 
     /// Output size / input size.

@@ -4,7 +4,7 @@
 use super::tiles::{IgemmKernel, igemm_kernel};
 use super::{RocmKernel, gemm1x1, igemm, im2col, miopen};
 use crate::device::{ArchFamily, RocmDevice};
-use conv_engine::{Algorithm, AlgorithmCatalog, Chunk, Chunking, ConvDType, ConvProblem};
+use conv_engine::{Algorithm, AlgorithmCatalog, Chunk, Chunking, ConvDType, ConvProblem, ConvRounding};
 use implicit_gemm::nhwc::padded_channels;
 use kernels::{IgemmMath, IgemmNhwcConfig};
 use std::sync::Arc;
@@ -36,17 +36,30 @@ const BANDWIDTH: f64 = 1.0e12;
 /// The ROCm device's convolution algorithms.
 pub struct RocmCatalog {
     device: Arc<RocmDevice>,
+    rounding: ConvRounding,
 }
 
 impl RocmCatalog {
     pub fn new(device: Arc<RocmDevice>) -> Self {
-        RocmCatalog { device }
+        RocmCatalog { device, rounding: ConvRounding::Fastest }
+    }
+
+    /// The catalog restricted to what `rounding` allows ([`ConvRounding::SizeIndependent`]:
+    /// the implicit GEMM without split-K, and direct convolution).
+    pub fn with_rounding(mut self, rounding: ConvRounding) -> Self {
+        self.rounding = rounding;
+        self
+    }
+
+    pub fn rounding(&self) -> ConvRounding {
+        self.rounding
     }
 
     /// The kernel an `ImplicitGemm` plan runs `chunk` of `p` with on this device.
     pub fn igemm_kernel(&self, p: &ConvProblem, chunk: &Chunk) -> IgemmKernel {
         let i = self.device.info();
-        igemm_kernel(i.family, i.compute_units, p, chunk)
+        let split_k = self.rounding == ConvRounding::Fastest;
+        igemm_kernel(i.family, i.compute_units, p, chunk, split_k)
     }
 }
 
@@ -56,10 +69,18 @@ impl AlgorithmCatalog for RocmCatalog {
     fn device_key(&self) -> String {
         let i = self.device.info();
         let rt = crate::runtime::runtime().map(|r| r.runtime_version).unwrap_or_default();
-        format!("rocm/{}/hip {rt}", i.arch)
+        let rounding = match self.rounding {
+            ConvRounding::Fastest => "",
+            ConvRounding::SizeIndependent => " (size-independent rounding)",
+        };
+        format!("rocm/{}/hip {rt}{rounding}", i.arch)
     }
 
     fn algorithms(&self) -> Vec<Algorithm> {
+        if self.rounding == ConvRounding::SizeIndependent {
+            // rocBLAS and MIOpen choose their kernels (and summation order) by size.
+            return vec![Algorithm::ImplicitGemm, Algorithm::Direct];
+        }
         #[allow(unused_mut)]
         let mut algs = vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct];
         #[cfg(feature = "miopen")]

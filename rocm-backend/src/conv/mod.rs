@@ -35,7 +35,7 @@ use crate::error::{Result, RocmError};
 use crate::launch::{Arg, Grid, Kernel, launch};
 use crate::ops::kernel_dtype;
 use candle_core::DType;
-use conv_engine::{Algorithm, BudgetState, ConvProblem, Dispatcher, Plan};
+use conv_engine::{Algorithm, BudgetState, ConvProblem, ConvRounding, Dispatcher, Plan};
 use kernels::Conv2dParams;
 use kernels::family;
 use std::fmt;
@@ -233,24 +233,40 @@ fn apply_epilogue(
     )
 }
 
-/// Convolution on one ROCm device within its allocator's budget.
+/// Convolution on one ROCm device within its allocator's budget: one dispatcher (and plan
+/// cache) per [`ConvRounding`].
 pub struct RocmConv {
     device: Arc<RocmDevice>,
     dispatcher: Dispatcher<RocmCatalog>,
+    size_independent: Dispatcher<RocmCatalog>,
 }
 
 impl RocmConv {
     pub fn new(device: Arc<RocmDevice>) -> Self {
-        RocmConv { dispatcher: Dispatcher::new(RocmCatalog::new(device.clone())), device }
+        let catalog = |r| RocmCatalog::new(device.clone()).with_rounding(r);
+        RocmConv {
+            dispatcher: Dispatcher::new(catalog(ConvRounding::Fastest)),
+            size_independent: Dispatcher::new(catalog(ConvRounding::SizeIndependent)),
+            device,
+        }
     }
 
     pub fn with_allowed(mut self, algorithms: &[Algorithm]) -> Self {
         self.dispatcher = self.dispatcher.with_allowed(algorithms);
+        self.size_independent = self.size_independent.with_allowed(algorithms);
         self
     }
 
+    /// The dispatcher of [`ConvRounding::Fastest`].
     pub fn dispatcher(&self) -> &Dispatcher<RocmCatalog> {
         &self.dispatcher
+    }
+
+    pub fn dispatcher_for(&self, rounding: ConvRounding) -> &Dispatcher<RocmCatalog> {
+        match rounding {
+            ConvRounding::Fastest => &self.dispatcher,
+            ConvRounding::SizeIndependent => &self.size_independent,
+        }
     }
 
     /// The budget as the dispatcher sees it: the allocator's budget and live bytes. The
@@ -261,7 +277,16 @@ impl RocmConv {
     }
 
     pub fn plan(&self, p: &ConvProblem) -> std::result::Result<RocmPlan, conv_engine::ConvError> {
-        self.dispatcher.plan(p, self.budget_state(p.output_bytes()))
+        self.plan_rounded(p, ConvRounding::Fastest)
+    }
+
+    /// [`Self::plan`] under `rounding`.
+    pub fn plan_rounded(
+        &self,
+        p: &ConvProblem,
+        rounding: ConvRounding,
+    ) -> std::result::Result<RocmPlan, conv_engine::ConvError> {
+        self.dispatcher_for(rounding).plan(p, self.budget_state(p.output_bytes()))
     }
 
     /// Plans and runs `p` on contiguous device arrays.
@@ -284,7 +309,20 @@ impl RocmConv {
         bias: Option<&DeviceArray>,
         epilogue: Epilogue<'_>,
     ) -> Result<DeviceArray> {
-        let plan = self.plan(p)?;
+        self.run_rounded(p, x, w, bias, epilogue, ConvRounding::Fastest)
+    }
+
+    /// [`Self::run_fused`] under `rounding`.
+    pub fn run_rounded(
+        &self,
+        p: &ConvProblem,
+        x: &DeviceArray,
+        w: &DeviceArray,
+        bias: Option<&DeviceArray>,
+        epilogue: Epilogue<'_>,
+        rounding: ConvRounding,
+    ) -> Result<DeviceArray> {
+        let plan = self.plan_rounded(p, rounding)?;
         run_plan_fused(&self.device, &plan, x, w, bias, epilogue)
     }
 }

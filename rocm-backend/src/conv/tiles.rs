@@ -157,9 +157,11 @@ impl fmt::Display for IgemmKernel {
 }
 
 /// The default kernel for `p` (chunk `chunk`) on a device of `family` with `cus` compute
-/// units: the tile table's configuration for the regime, split-K when the output tiles
-/// leave compute units idle and the reduction is long.
-pub fn igemm_kernel(family: ArchFamily, cus: usize, p: &ConvProblem, chunk: &Chunk) -> IgemmKernel {
+/// units: the tile table's configuration for the regime, and, when `split_k` allows it,
+/// split-K when the output tiles leave compute units idle and the reduction is long.
+/// Without split-K each output's rounding does not depend on the problem's size: every
+/// tile configuration sums the reduction in the same order (64-byte k-tiles, ascending).
+pub fn igemm_kernel(family: ArchFamily, cus: usize, p: &ConvProblem, chunk: &Chunk, split_k: bool) -> IgemmKernel {
     let half = p.dtype() != ConvDType::F32;
     if !nhwc_supported(p.geometry()) || (half && !has_matrix_cores(family)) {
         return IgemmKernel::Nchw(igemm_config(p));
@@ -187,7 +189,8 @@ pub fn igemm_kernel(family: ArchFamily, cus: usize, p: &ConvProblem, chunk: &Chu
     let taps = g.taps().div_ceil(phases).max(1);
     let ktiles = (taps * cgp).div_ceil(config.k_tile(p.dtype().size_in_bytes() as u32) as usize);
     let t = tiles(config);
-    let splits = if t < cus && ktiles >= 32 { (2 * cus).div_ceil(t).min(ktiles / 16).clamp(1, 16) } else { 1 };
+    let splits =
+        if split_k && t < cus && ktiles >= 32 { (2 * cus).div_ceil(t).min(ktiles / 16).clamp(1, 16) } else { 1 };
     IgemmKernel::Nhwc { variant: MmaVariant::Native, config, splits: splits as u32 }
 }
 
@@ -205,7 +208,8 @@ mod tests {
             ConvProblem::conv2d(&[1, 512, 1024, 1024], &[512, 512, 3, 3], dt, dt, &Params::default().with_padding(1))
                 .unwrap();
         let whole = Chunk { batch: 0..1, rows: 0..1024 };
-        let IgemmKernel::Nhwc { config, splits, .. } = igemm_kernel(ArchFamily::NvidiaTestTier, 132, &big, &whole)
+        let IgemmKernel::Nhwc { config, splits, .. } =
+            igemm_kernel(ArchFamily::NvidiaTestTier, 132, &big, &whole, true)
         else {
             panic!()
         };
@@ -215,17 +219,24 @@ mod tests {
             ConvProblem::conv2d(&[1, 512, 16, 16], &[512, 512, 3, 3], dt, dt, &Params::default().with_padding(1))
                 .unwrap();
         let c = Chunk { batch: 0..1, rows: 0..16 };
-        let IgemmKernel::Nhwc { config, splits, .. } = igemm_kernel(ArchFamily::NvidiaTestTier, 132, &small, &c) else {
+        let IgemmKernel::Nhwc { config, splits, .. } = igemm_kernel(ArchFamily::NvidiaTestTier, 132, &small, &c, true)
+        else {
             panic!()
         };
         assert_eq!(config.name, "64x64_2x2");
         assert!(splits > 1, "{splits}");
         assert!(nhwc_workspace_bytes(&small, &c, splits).unwrap() >= splits as usize * 512 * 256 * 4);
+        // Size-independent rounding: the same tile, never split.
+        let IgemmKernel::Nhwc { config, splits, .. } = igemm_kernel(ArchFamily::NvidiaTestTier, 132, &small, &c, false)
+        else {
+            panic!()
+        };
+        assert_eq!((config.name, splits), ("64x64_2x2", 1));
         // conv_out: 3 output channels -> the 16-wide tile.
         let head = ConvProblem::conv2d(&[1, 128, 64, 64], &[3, 128, 3, 3], dt, dt, &Params::default().with_padding(1))
             .unwrap();
         let IgemmKernel::Nhwc { config, .. } =
-            igemm_kernel(ArchFamily::Rdna3, 48, &head, &Chunk { batch: 0..1, rows: 0..64 })
+            igemm_kernel(ArchFamily::Rdna3, 48, &head, &Chunk { batch: 0..1, rows: 0..64 }, true)
         else {
             panic!()
         };
@@ -240,13 +251,13 @@ mod tests {
         )
         .unwrap();
         let IgemmKernel::Nhwc { config, .. } =
-            igemm_kernel(ArchFamily::Rdna2, 40, &f32p, &Chunk { batch: 0..1, rows: 0..62 })
+            igemm_kernel(ArchFamily::Rdna2, 40, &f32p, &Chunk { batch: 0..1, rows: 0..62 }, true)
         else {
             panic!()
         };
         assert_eq!(config.math, IgemmMath::Simt);
         assert!(matches!(
-            igemm_kernel(ArchFamily::Rdna2, 40, &head, &Chunk { batch: 0..1, rows: 0..64 }),
+            igemm_kernel(ArchFamily::Rdna2, 40, &head, &Chunk { batch: 0..1, rows: 0..64 }, true),
             IgemmKernel::Nchw(_)
         ));
         let sweep = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(IGEMM_SWEEP_FILE);
