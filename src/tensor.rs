@@ -102,6 +102,31 @@ impl Tensor {
         }
     }
 
+    /// The memory this tensor keeps alive and a key equal for every tensor sharing it. On
+    /// ROCm: the whole device buffer (a view, such as a crop, keeps all of it) as the
+    /// allocator hands it out (rounded to its size class), keyed by the buffer. On the CPU:
+    /// the tensor's own elements (candle does not say how large its storage is), keyed by
+    /// the storage. A holder of several tensors counts each key once.
+    ///
+    /// ```
+    /// use rocm_vision::prelude::*;
+    /// let x = Tensor::zeros(&[1, 4, 8, 8], DType::F32, &Device::cpu())?;
+    /// assert_eq!(x.storage_footprint().1, 4 * 8 * 8 * 4);
+    /// # Ok::<(), rocm_vision::Error>(())
+    /// ```
+    pub fn storage_footprint(&self) -> (usize, usize) {
+        match &self.s {
+            Storage::Cpu(t) => {
+                let (storage, _) = t.storage_and_layout();
+                (&*storage as *const candle_core::Storage as usize, self.elem_count() * self.dtype().size_in_bytes())
+            }
+            Storage::Rocm(r) => {
+                let buffer = &r.array.buffer;
+                (std::sync::Arc::as_ptr(buffer) as usize, rocm_backend::alloc::size_class(buffer.len_bytes()))
+            }
+        }
+    }
+
     pub(crate) fn rocm_storage(&self) -> Option<&RocmTensor> {
         match &self.s {
             Storage::Rocm(r) => Some(r),

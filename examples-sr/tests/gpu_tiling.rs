@@ -69,11 +69,13 @@ fn tile_auto_stays_in_the_default_budget_and_matches_the_whole_image() {
         let whole_time = t0.elapsed();
         let (tw, th) = plan.tile_size();
         println!(
-            "{w}x{h} {dtype:?}: {} tiles of {tw}x{th}, {} runs recomputed, peak {peak} bytes live \
-             (budget {BUDGET}); tiled {:.0} ms, whole {:.0} ms (first runs: kernel compilation and \
-             allocation included)",
+            "{w}x{h} {dtype:?}: {} tiles of {tw}x{th} (~{} bytes each), {} runs recomputed, states kept \
+             up to {} bytes, peak {peak} bytes live (budget {BUDGET}); tiled {:.0} ms, whole {:.0} ms \
+             (first runs: kernel compilation and allocation included)",
             stats.tiles,
+            plan.tile_bytes,
             stats.recomputed,
+            stats.cached_bytes,
             tiled_time.as_secs_f64() * 1e3,
             whole_time.as_secs_f64() * 1e3
         );
