@@ -87,23 +87,74 @@ impl ExactSum {
         self.non_finite
     }
 
-    /// The sum as f64: a deterministic function of the buckets (largest exponent first,
-    /// where the magnitude is), accurate to a few f64 ulps.
+    /// The sum, correctly rounded to f64: a function of the exact value the buckets hold,
+    /// not of how it is spread over them, so any grouping of the additions, and any
+    /// bucket layout that holds the same value (the GPU's f16 kernel fills three fixed-point
+    /// digits instead of one bucket per exponent), gives the same bits.
     pub fn sum(&self) -> f64 {
-        let mut total = 0.0f64;
-        for e in (1..255).rev() {
+        // The exact value in units of 2^-149 (bucket 1's), as a 384-bit two's complement
+        // integer: bucket e contributes b·2^(e-1); |b| < 2^63 and e ≤ 254, so 318 bits do.
+        const LIMBS: usize = 6;
+        let mut v = [0u64; LIMBS];
+        for e in 1..EXACT_SUM_BUCKETS {
             let b = self.buckets[e];
-            if b != 0 {
-                total += b as f64 * 2f64.powi(e as i32 - 150);
+            if b == 0 {
+                continue;
+            }
+            let shift = e - 1;
+            let (limb, bit) = (shift / 64, shift % 64);
+            // b << bit over two limbs, sign-extended above them.
+            let wide = (b as i128) << bit;
+            let ext = if b < 0 { u64::MAX } else { 0 };
+            let mut carry = 0u128;
+            for (i, slot) in v.iter_mut().enumerate().skip(limb) {
+                let add = match i - limb {
+                    0 => wide as u64,
+                    1 => (wide >> 64) as u64,
+                    _ => ext,
+                };
+                let t = *slot as u128 + add as u128 + carry;
+                *slot = t as u64;
+                carry = t >> 64;
             }
         }
-        total
+        let negative = v[LIMBS - 1] >> 63 == 1;
+        if negative {
+            // Two's complement negation: the magnitude.
+            let mut carry = 1u128;
+            for slot in v.iter_mut() {
+                let t = (!*slot) as u128 + carry;
+                *slot = t as u64;
+                carry = t >> 64;
+            }
+        }
+        let Some(top) = (0..LIMBS).rev().find(|&i| v[i] != 0) else { return 0.0 };
+        // The top 64 bits of the magnitude, and whether anything below them is set.
+        let lead = v[top].leading_zeros() as usize;
+        let msb = top * 64 + 63 - lead; // bit index of the leading one
+        let bit = |i: usize| (v[i / 64] >> (i % 64)) & 1;
+        let mut m = 0u64;
+        for k in 0..64 {
+            if msb >= k {
+                m |= bit(msb - k) << (63 - k);
+            }
+        }
+        let sticky = msb >= 64 && (0..=msb - 64).any(|i| bit(i) == 1);
+        // f64 keeps 53 of m's 64 bits; a set bit 0 turns an exact tie into "above half"
+        // when anything below m was set, and changes nothing else.
+        let mag = (m | sticky as u64) as f64 * two_pow(msb as i32 - 63 - 149);
+        if negative { -mag } else { mag }
     }
 
     /// `sum / count`, or `None` when nothing was added.
     pub fn mean(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum() / self.count as f64)
     }
+}
+
+/// 2^k exactly (for the range an [`ExactSum`] needs: -149 - 63 ≤ k ≤ 254 + 63 - 149).
+fn two_pow(k: i32) -> f64 {
+    f64::from_bits(((k + 1023) as u64) << 52)
 }
 
 /// Per-channel exact sums of the first `rows x cols` of each `H x W` plane of a
@@ -195,6 +246,59 @@ mod tests {
         assert_eq!(rev.sum().to_bits(), whole.sum().to_bits());
         let reference: f64 = values.iter().map(|&v| v as f64).sum();
         assert!((whole.sum() - reference).abs() <= 1e-9 * reference.abs().max(1.0));
+    }
+
+    /// The GPU's f16 kernel puts a block's exact total, in units of 2^-24, into buckets
+    /// 126/150/174 as two 24-bit digits and a signed top; the sum must be the bits of the
+    /// per-exponent layout of the same values, for any split into blocks.
+    #[test]
+    fn the_fixed_point_layout_of_f16_sums_gives_the_same_bits() {
+        let mut seed = 11u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            half::f16::from_bits((seed >> 48) as u16)
+        };
+        let values: Vec<half::f16> = (0..20_000).map(|_| next()).filter(|h| h.is_finite()).collect();
+        let mut per_exponent = ExactSum::new();
+        values.iter().for_each(|h| per_exponent.add(h.to_f32()));
+        let fixed = |h: half::f16| -> i64 {
+            let b = h.to_bits();
+            let (e, frac) = ((b >> 10) & 31, (b & 0x3ff) as i64);
+            let m = if e == 0 { frac } else { (frac | 0x400) << (e - 1) };
+            if b >> 15 == 1 { -m } else { m }
+        };
+        for block in [1, 7, 1000, values.len()] {
+            let mut buckets = [0i64; 256];
+            for chunk in values.chunks(block) {
+                let total: i64 = chunk.iter().map(|&h| fixed(h)).sum();
+                buckets[126] += total & 0xff_ffff;
+                buckets[150] += (total >> 24) & 0xff_ffff;
+                buckets[174] += total >> 48;
+            }
+            let digits = ExactSum::from_buckets(&buckets, values.len() as u64, false);
+            assert_eq!(digits.sum().to_bits(), per_exponent.sum().to_bits(), "blocks of {block}");
+        }
+    }
+
+    /// Correct rounding: ties to even, and anything below a tie rounds it up.
+    #[test]
+    fn the_sum_is_correctly_rounded() {
+        let of = |values: &[f32]| {
+            let mut s = ExactSum::new();
+            values.iter().for_each(|&v| s.add(v));
+            s.sum()
+        };
+        let tiny = f32::from_bits(1); // 2^-149
+        // 1 + 2^-53: a tie between 1 and 1 + 2^-52, to even: 1.
+        assert_eq!(of(&[1.0, 2f32.powi(-53)]), 1.0);
+        // ... plus 2^-149 below it: above the tie.
+        assert_eq!(of(&[1.0, 2f32.powi(-53), tiny]), 1.0 + 2f64.powi(-52));
+        // (1 + 2^-52) + 2^-53: a tie, to even: 1 + 2^-51.
+        assert_eq!(of(&[1.0, 2f32.powi(-52), 2f32.powi(-53)]), 1.0 + 2f64.powi(-51));
+        assert_eq!(of(&[-3.0, 2f32.powi(-53), -tiny]), -3.0);
+        assert_eq!(of(&[f32::MAX, f32::MAX]), 2.0 * f32::MAX as f64);
+        assert_eq!(of(&[tiny, tiny, tiny]), 3.0 * tiny as f64);
+        assert_eq!(of(&[]), 0.0);
     }
 
     #[test]

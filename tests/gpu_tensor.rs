@@ -410,11 +410,30 @@ fn channel_exact_sums_match_the_cpu_bit_for_bit() {
             }
         }
     }
-    let mut v = vec![0.5f32; 2 * 4 * 4];
-    v[17] = f32::INFINITY;
-    let t = Tensor::from_vec(v, &[1, 2, 4, 4], &g).unwrap();
-    let s = t.channel_exact_sums(4, 4).unwrap();
-    assert!(!s[0].saw_non_finite() && s[1].saw_non_finite());
+    // f16's whole range in one map large enough for many blocks per channel (the f16
+    // kernel sums in fixed point): the largest values, subnormals, both signs.
+    let n = 3 * 300 * 300;
+    let v: Vec<f32> = (0..n)
+        .map(|i| match i % 5 {
+            0 => 65504.0,
+            1 => -6.0e-8,
+            2 => -65504.0 * ((i % 7) as f32 / 7.0),
+            3 => 5.96e-8 * (i % 13) as f32,
+            _ => (i % 101) as f32 - 50.0,
+        })
+        .collect();
+    let c = Tensor::from_vec(v, &[1, 3, 300, 300], &Device::cpu()).unwrap().to_dtype(DType::F16).unwrap();
+    let gt = c.to_device(&g).unwrap();
+    for (a, b) in c.channel_exact_sums(300, 300).unwrap().iter().zip(&gt.channel_exact_sums(300, 300).unwrap()) {
+        assert_eq!(a.sum().to_bits(), b.sum().to_bits(), "f16 extremes: {} vs {}", a.sum(), b.sum());
+    }
+    for dt in [DType::F32, DType::F16] {
+        let mut v = vec![0.5f32; 2 * 4 * 4];
+        v[17] = f32::INFINITY;
+        let t = Tensor::from_vec(v, &[1, 2, 4, 4], &g).unwrap().to_dtype(dt).unwrap();
+        let s = t.channel_exact_sums(4, 4).unwrap();
+        assert!(!s[0].saw_non_finite() && s[1].saw_non_finite(), "{dt:?}");
+    }
 }
 
 #[test]

@@ -223,10 +223,65 @@ __device__ void rv_exact_channel_sums(const rv_strided& v, const T* __restrict__
         if (acc[i] != 0) atomicAdd(&buckets[(rv_i64)blockIdx.y * 256 + i], acc[i]);
 }
 
+// f16: every value is an integer multiple of 2^-24 below 2^40 of them, so a thread adds its
+// values exactly in one i64 of that unit (no exponent buckets, no divergent slots), the block
+// adds its threads' sums in one shared i64 (below 2^54: 64 values per thread), and the block
+// total goes to the buckets of 2^-24, 2^0 and 2^24 (biased f32 exponents 126, 150, 174) as
+// two 24-bit digits and a signed top. The buckets then hold the same exact value as the
+// per-exponent layout, and the host's sum is a function of that value alone.
+__device__ void rv_exact_channel_sums_fixed(const rv_strided& v, const rv_half* __restrict__ in, rv_i64 per_block,
+                                            rv_u64* __restrict__ buckets, rv_u32* __restrict__ non_finite) {
+    __shared__ rv_u64 block_sum;
+    if (threadIdx.x == 0) block_sum = 0;
+    __syncthreads();
+    const unsigned cols = (unsigned)v.dims[2];
+    const rv_i64 n = v.dims[1] * v.dims[2];
+    const rv_i64 begin = (rv_i64)blockIdx.x * per_block;
+    const rv_i64 end = begin + per_block < n ? begin + per_block : n;
+    const rv_half* base = in + (rv_i64)blockIdx.y * v.strides[0];
+    const bool flat = v.strides[2] == 1 && v.strides[1] == (rv_i64)cols;
+    bool bad = false;
+    rv_i64 acc = 0;
+    for (rv_i64 i = begin + threadIdx.x; i < end; i += blockDim.x) {
+        rv_i64 at = i;
+        if (!flat) {
+            const unsigned y = (unsigned)i / cols, x = (unsigned)i - y * cols;
+            at = (rv_i64)y * v.strides[1] + (rv_i64)x * v.strides[2];
+        }
+        const rv_u32 bits = rv_bits(base[at]);
+        const rv_u32 e = (bits >> 10) & 31u;
+        bad |= e == 31u;
+        const rv_u32 frac = bits & 0x3ffu;
+        // value = sig · 2^(e-25) = (sig << (e-1)) · 2^-24; subnormals frac · 2^-24.
+        const rv_i64 fixed = e == 0 ? (rv_i64)frac : (rv_i64)(frac | 0x400u) << (e - 1);
+        acc += e == 31u ? 0 : ((bits >> 15) ? -fixed : fixed);
+    }
+    atomicAdd(&block_sum, (rv_u64)acc);
+    if (bad) atomicOr(&non_finite[blockIdx.y], 1u);
+    __syncthreads();
+    if (threadIdx.x == 0 && block_sum != 0) {
+        const rv_i64 total = (rv_i64)block_sum;
+        rv_u64* b = buckets + (rv_i64)blockIdx.y * 256;
+        atomicAdd(&b[126], (rv_u64)(total & 0xffffff));
+        atomicAdd(&b[150], (rv_u64)((total >> 24) & 0xffffff));
+        atomicAdd(&b[174], (rv_u64)(total >> 48));
+    }
+}
+
+template <typename T>
+__device__ void rv_exact_channel_sums_of(const rv_strided& v, const T* in, rv_i64 per_block, rv_u64* buckets,
+                                         rv_u32* non_finite) {
+    rv_exact_channel_sums<T>(v, in, per_block, buckets, non_finite);
+}
+__device__ void rv_exact_channel_sums_of(const rv_strided& v, const rv_half* in, rv_i64 per_block, rv_u64* buckets,
+                                         rv_u32* non_finite) {
+    rv_exact_channel_sums_fixed(v, in, per_block, buckets, non_finite);
+}
+
 #define RV_EXPORT_EXACT_SUMS(NAME, T)                                                                              \
     RV_KERNEL void RV_BOUNDS NAME(rv_strided view, const T* in, rv_i64 per_block, rv_u64* buckets,         \
                                   rv_u32* non_finite) {                                                    \
-        rv_exact_channel_sums<T>(view, in, per_block, buckets, non_finite);                                \
+        rv_exact_channel_sums_of(view, in, per_block, buckets, non_finite);                                \
     }
 #define RV_EXPORT_REDUCE_LASTDIM(NAME, OP, T)                                                                      \
     RV_KERNEL void RV_BOUNDS NAME(rv_i64 outer, rv_i64 len, const T* in, T* out) {                         \
