@@ -44,6 +44,8 @@ stage test test --no-run -p rocm-backend --features miopen --test gpu_miopen
 # scripts/gpu-check.sh runs their gpu_* cases only. The VAE memory plan's CPU cases measure
 # the heap of a 2-core machine (the 16-core host's gemm packing grows per thread).
 stage extra test --no-run -p examples-sd --test memory_plan
+# Every ncnn fixture through the GPU (its gpu_* case; the CPU case runs in CI).
+stage extra test --no-run -p examples-sr --test fixtures
 stage bench bench --no-run -p rocm-backend --bench gpu_conv
 # Elementwise kernels against the device copy (issue 12).
 stage bench bench --no-run -p rocm-backend --bench gpu_elementwise

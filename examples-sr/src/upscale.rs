@@ -51,7 +51,10 @@ use crate::image_io::{Image, Pixels};
 use crate::net::{Means, Network, PoolInfo, Ratio, Run, Shape, Stop};
 use rayon::prelude::*;
 
+mod padded;
 mod tta;
+
+use padded::Padded;
 
 /// How to cut the image into tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,17 +167,6 @@ pub fn realcugan_padding(scale: usize) -> Option<(usize, usize)> {
         4 => Some((19, 2)),
         _ => None,
     }
-}
-
-/// Mirror index of `i` (may be outside `0..n`) into `0..n` without repeating the edge,
-/// extended periodically for padding wider than the image (numpy "reflect").
-fn reflect(i: isize, n: usize) -> usize {
-    if n == 1 {
-        return 0;
-    }
-    let period = 2 * (n as isize - 1);
-    let j = i.rem_euclid(period);
-    (if j < n as isize { j } else { period - j }) as usize
 }
 
 /// Per-channel exact sums of a `[1, C, H, W]` map, over its first `region = (rows, cols)`
@@ -583,24 +575,10 @@ impl Upscaler {
         }
     }
 
-    /// RGB as f32 planes `[3][hp][wp]`: samples · (1/max), reflect-padded by `pad` plus the
-    /// rounding extra at the bottom/right.
+    /// The padded input planes (8-bit levels on a GPU, normalised there after the upload:
+    /// a quarter of the bytes to copy).
     fn padded_input(&self, img: &Image) -> Padded {
-        let (w, h, p, m) = (img.width, img.height, self.prepadding, self.multiple);
-        let (hp, wp) = (h.div_ceil(m) * m + 2 * p, w.div_ceil(m) * m + 2 * p);
-        let inv = 1.0f32 / img.max_value();
-        let ry: Vec<usize> = (0..hp).map(|y| reflect(y as isize - p as isize, h)).collect();
-        let rx: Vec<usize> = (0..wp).map(|x| reflect(x as isize - p as isize, w)).collect();
-        let mut data = vec![0.0f32; 3 * hp * wp];
-        // Rows in parallel: at 1080p and up this is tens of milliseconds on one core.
-        data.par_chunks_exact_mut(wp).enumerate().for_each(|(r, row)| {
-            let (c, y) = (r / hp, r % hp);
-            let src = ry[y] * w;
-            for (x, v) in row.iter_mut().enumerate() {
-                *v = img.sample((src + rx[x]) * img.channels + c) * inv;
-            }
-        });
-        Padded::new(data, hp, wp)
+        Padded::of(img, self.prepadding, self.multiple, self.net.device().is_rocm())
     }
 
     /// Post-processes a tile's output into the image: its own `rows·s x cols·s` block,
@@ -632,15 +610,19 @@ impl Upscaler {
         let keep_h = th.min(oh.saturating_sub(y0));
         let keep_w = tw.min(ow.saturating_sub(x0));
         if s != 4 && y.device().is_rocm() && matches!(img.pixels, Pixels::U8(_)) {
+            // Only the kept block goes down, pixel-interleaved as the image stores it.
+            let kept = y.narrow(2, 0, keep_h)?.narrow(3, 0, keep_w)?;
             let mut download = self.download.lock().unwrap_or_else(|e| e.into_inner());
-            quantized_on_device(y, maxv, &mut download)?;
+            quantized_on_device(&kept, maxv, &mut download)?;
             let q = &download[..];
             out[y0 * ow * ch..(y0 + keep_h) * ow * ch].par_chunks_mut(ow * ch).enumerate().for_each(|(i, out_row)| {
-                for c in 0..3 {
-                    let row = &q[c * yh * yw + i * yw..c * yh * yw + i * yw + keep_w];
-                    let dst = &mut out_row[x0 * ch..];
-                    for (j, &val) in row.iter().enumerate() {
-                        dst[j * ch + c] = S::from_level(val as u16);
+                let row = &q[i * keep_w * 3..(i + 1) * keep_w * 3];
+                let dst = &mut out_row[x0 * ch..(x0 + keep_w) * ch];
+                if ch == 3 {
+                    dst.iter_mut().zip(row).for_each(|(d, &v)| *d = S::from_level(v as u16));
+                } else {
+                    for (px, rgb) in dst.chunks_exact_mut(ch).zip(row.chunks_exact(3)) {
+                        (0..3).for_each(|c| px[c] = S::from_level(rgb[c] as u16));
                     }
                 }
             });
@@ -652,12 +634,11 @@ impl Upscaler {
             let gy = y0 + i;
             for c in 0..3 {
                 let row = &v[c * yh * yw + i * yw..c * yh * yw + i * yw + keep_w];
-                let res = &padded.data[c * padded.h * padded.w..(c + 1) * padded.h * padded.w];
                 let dst = &mut out_row[x0 * ch..];
                 for (j, &val) in row.iter().enumerate() {
                     let mut x = val * maxv + 0.5;
                     if s == 4 {
-                        x += res[(p + gy / 4) * padded.w + p + (x0 + j) / 4] * maxv;
+                        x += padded.sample(c, p + gy / 4, p + (x0 + j) / 4) * maxv;
                     }
                     dst[j * ch + c] = S::from_level(quantize(x, maxv));
                 }
@@ -687,12 +668,14 @@ fn own_extent(ratio: Ratio, n: usize, full: usize, layer: &str) -> Result<usize,
 /// Read into `buf`, which is kept between calls: a fresh 25 MB buffer for each 4K output
 /// took its page faults inside the download (17 ms against 2 ms, H200 host timeline of
 /// 2026-12-04); a new or larger one is touched in parallel first.
+/// The samples come down pixel-interleaved (`[rows][cols][3]` of a `[1, 3, rows, cols]`
+/// map), as the image stores them, so the host copies rows instead of gathering channels.
 fn quantized_on_device(y: &Tensor, max: f32, buf: &mut Vec<u8>) -> Result<(), Error> {
     let d = y.device();
     let lo = Tensor::full(0.0, &[1], candle_core::DType::F32, d)?;
     let hi = Tensor::full(max as f64, &[1], candle_core::DType::F32, d)?;
     let x = y.to_dtype(candle_core::DType::F32)?.affine(max as f64, 0.5)?;
-    let q = x.maximum(&lo)?.minimum(&hi)?.to_dtype(candle_core::DType::U8)?;
+    let q = x.maximum(&lo)?.minimum(&hi)?.to_dtype(candle_core::DType::U8)?.permute(&[0, 2, 3, 1])?.contiguous()?;
     let n = q.elem_count();
     if buf.len() != n {
         if buf.capacity() < n {
@@ -736,65 +719,9 @@ fn quantize(x: f32, max: f32) -> u16 {
     x.trunc().clamp(0.0, max) as u16
 }
 
-/// The padded, normalised RGB input planes.
-struct Padded {
-    data: Vec<f32>,
-    h: usize,
-    w: usize,
-    /// A tile window's samples, kept from one window to the next: a fresh buffer per tile
-    /// costs its page faults again each time (0.3-0.9 ms of GPU idle per 480x360 tile on
-    /// the H200 host, 2026-12-04 timeline).
-    scratch: std::sync::Mutex<Vec<f32>>,
-}
-
-impl Padded {
-    fn new(data: Vec<f32>, h: usize, w: usize) -> Padded {
-        Padded { data, h, w, scratch: Default::default() }
-    }
-
-    /// The net input of a tile: `rows x cols` of the rounded image plus `pad` on each side.
-    /// The whole padded image is uploaded from `data` itself (no host copy).
-    fn window(
-        &self,
-        rows: &Range<usize>,
-        cols: &Range<usize>,
-        pad: usize,
-        device: &rocm_vision::Device,
-    ) -> Result<Tensor, Error> {
-        let (th, tw) = (rows.len() + 2 * pad, cols.len() + 2 * pad);
-        if rows.start + th > self.h || cols.start + tw > self.w {
-            return Err(Error::Internal(format!(
-                "a {tw}x{th} window at ({}, {}) of a {}x{} padded image",
-                cols.start, rows.start, self.w, self.h
-            )));
-        }
-        if (rows.start, cols.start, th, tw) == (0, 0, self.h, self.w) {
-            return Ok(Tensor::from_slice(&self.data, &[1, 3, th, tw], device)?);
-        }
-        let mut data = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
-        data.clear();
-        for c in 0..3 {
-            for y in rows.start..rows.start + th {
-                let at = (c * self.h + y) * self.w + cols.start;
-                data.extend_from_slice(&self.data[at..at + tw]);
-            }
-        }
-        Ok(Tensor::from_slice(&data, &[1, 3, th, tw], device)?)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reflect_matches_numpy() {
-        // np.pad([0,1,2,3], 5, mode="reflect") = [1 2 3 2 1 | 0 1 2 3 | 2 1 0 1 2]
-        let got: Vec<usize> = (-5..9).map(|i| reflect(i, 4)).collect();
-        assert_eq!(got, [1, 2, 3, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1, 2]);
-        assert_eq!(reflect(-3, 1), 0);
-        assert_eq!((-2..4).map(|i| reflect(i, 2)).collect::<Vec<_>>(), [0, 1, 0, 1, 0, 1]);
-    }
 
     #[test]
     fn split_is_even_and_aligned() {

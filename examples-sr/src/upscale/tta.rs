@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use rocm_vision::Tensor;
 
-use super::{Padded, Progress, Stats, TilePlan, Upscaler, quantize};
+use super::{Progress, Stats, TilePlan, Upscaler, quantize};
 use crate::Error;
 use crate::image_io::{Image, Pixels};
 
@@ -45,28 +45,6 @@ fn back(k: usize, a: usize, b: usize, h: usize, w: usize) -> (usize, usize) {
     }
 }
 
-impl Padded {
-    /// The planes in orientation `k` (0..8; 4..8 are transposed).
-    fn oriented(&self, k: usize) -> Padded {
-        if k == 0 {
-            return Padded::new(self.data.clone(), self.h, self.w);
-        }
-        let (h, w) = (self.h, self.w);
-        let (nh, nw) = if k >= 4 { (w, h) } else { (h, w) };
-        let mut data = vec![0.0f32; self.data.len()];
-        for c in 0..3 {
-            let (src, dst) = (&self.data[c * h * w..(c + 1) * h * w], &mut data[c * h * w..(c + 1) * h * w]);
-            for i in 0..h {
-                for j in 0..w {
-                    let (a, b) = forward(k, i, j, h, w);
-                    dst[a * nw + b] = src[i * w + j];
-                }
-            }
-        }
-        Padded::new(data, nh, nw)
-    }
-}
-
 impl Upscaler {
     /// [`Upscaler::upscale_with_stats`] in TTA mode (8 orientations averaged). `plan` is the
     /// image's; the transposed orientations use it transposed. Progress counts the tile
@@ -91,7 +69,7 @@ impl Upscaler {
         let mut sum = vec![0.0f32; 3 * oh * ow];
         let mut stats = Stats::default();
         for k in 0..8 {
-            let frame = padded.oriented(k);
+            let frame = padded.oriented(k, forward);
             let (rows, cols): (&[Range<usize>], &[Range<usize>]) =
                 if k >= 4 { (&plan.cols, &plan.rows) } else { (&plan.rows, &plan.cols) };
             let mut add = |y: &Tensor, rows: &Range<usize>, cols: &Range<usize>| -> Result<(), Error> {
@@ -132,14 +110,13 @@ impl Upscaler {
         let written = std::time::Instant::now();
         let maxv = img.max_value();
         let ch = img.channels;
-        let res = &padded.data;
         let mut out = vec![0u16; ow * oh * ch];
         for c in 0..3 {
             for i in 0..oh {
                 for j in 0..ow {
                     let mut x = sum[(c * oh + i) * ow + j] / 8.0 * maxv + 0.5;
                     if s == 4 {
-                        x += res[(c * padded.h + p + i / 4) * padded.w + p + j / 4] * maxv;
+                        x += padded.sample(c, p + i / 4, p + j / 4) * maxv;
                     }
                     out[(i * ow + j) * ch + c] = quantize(x, maxv);
                 }

@@ -1,0 +1,231 @@
+//! The network's input: the image's RGB planes reflect-padded as realcugan-ncnn-vulkan
+//! pads them (see the module doc of `upscale`), and the windows of them that tiles run on.
+//!
+//! The planes are kept as normalised f32 samples, or, for an 8-bit image on a GPU, as the
+//! 8-bit levels themselves: a window then goes up as a quarter of the bytes (6.5 MB
+//! instead of 26 MB at 1080p, 3.7 ms of the H200's pageable copy) and is normalised on the
+//! device. Both give the same f32 values bit for bit: `level · (1/max)` is one rounding of
+//! an exact product whether the host or the device multiplies.
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+use rocm_vision::{DType, Device, Tensor};
+
+use crate::Error;
+use crate::image_io::{Image, Pixels};
+
+/// Mirror without repeating the edge (numpy's `reflect`, ncnn's `copy_make_border` type 2).
+pub(super) fn reflect(i: isize, n: usize) -> usize {
+    if n == 1 {
+        return 0;
+    }
+    let period = 2 * (n as isize - 1);
+    let m = i.rem_euclid(period);
+    (if m < n as isize { m } else { period - m }) as usize
+}
+
+/// The padded planes `[3][h][w]`.
+pub(super) enum Planes {
+    /// Samples · (1/max).
+    F32(Vec<f32>),
+    /// 8-bit levels, normalised after the upload.
+    Levels(Vec<u8>),
+}
+
+/// The padded, normalised RGB input planes.
+pub(super) struct Padded {
+    planes: Planes,
+    pub h: usize,
+    pub w: usize,
+    /// 1/max: what a level is multiplied by.
+    inv: f32,
+    /// A tile window's samples, kept from one window to the next: a fresh buffer per tile
+    /// costs its page faults again each time (0.3-0.9 ms of GPU idle per 480x360 tile on
+    /// the H200 host, 2026-12-04 timeline).
+    scratch: Mutex<Planes>,
+}
+
+impl Padded {
+    /// `img`'s RGB planes reflect-padded by `pad`, plus the rows and columns that round
+    /// the size up to a multiple of `multiple` (at the bottom/right); as levels when
+    /// `levels` is asked for and the image is 8-bit.
+    pub fn of(img: &Image, pad: usize, multiple: usize, levels: bool) -> Padded {
+        let (w, h) = (img.width, img.height);
+        let (hp, wp) = (h.div_ceil(multiple) * multiple + 2 * pad, w.div_ceil(multiple) * multiple + 2 * pad);
+        let inv = 1.0f32 / img.max_value();
+        let ry: Vec<usize> = (0..hp).map(|y| reflect(y as isize - pad as isize, h)).collect();
+        let rx: Vec<usize> = (0..wp).map(|x| reflect(x as isize - pad as isize, w)).collect();
+        // Rows in parallel: at 1080p and up this is tens of milliseconds on one core.
+        fn fill<T: Send + Default + Clone>(
+            hp: usize,
+            wp: usize,
+            ry: &[usize],
+            rx: &[usize],
+            w: usize,
+            at: impl Fn(usize, usize) -> T + Sync,
+        ) -> Vec<T> {
+            let mut data = vec![T::default(); 3 * hp * wp];
+            data.par_chunks_exact_mut(wp).enumerate().for_each(|(r, row)| {
+                let (c, y) = (r / hp, r % hp);
+                let src = ry[y] * w;
+                for (x, v) in row.iter_mut().enumerate() {
+                    *v = at(src + rx[x], c);
+                }
+            });
+            data
+        }
+        let ch = img.channels;
+        let planes = match &img.pixels {
+            Pixels::U8(v) if levels => Planes::Levels(fill(hp, wp, &ry, &rx, w, |i, c| v[i * ch + c])),
+            _ => Planes::F32(fill(hp, wp, &ry, &rx, w, |i, c| img.sample(i * ch + c) * inv)),
+        };
+        Padded::new(planes, hp, wp, inv)
+    }
+
+    fn new(planes: Planes, h: usize, w: usize, inv: f32) -> Padded {
+        let scratch = Mutex::new(match planes {
+            Planes::F32(_) => Planes::F32(Vec::new()),
+            Planes::Levels(_) => Planes::Levels(Vec::new()),
+        });
+        Padded { planes, h, w, inv, scratch }
+    }
+
+    /// The normalised sample of channel `c` at padded row `y`, column `x`.
+    pub fn sample(&self, c: usize, y: usize, x: usize) -> f32 {
+        let i = (c * self.h + y) * self.w + x;
+        match &self.planes {
+            Planes::F32(v) => v[i],
+            Planes::Levels(v) => v[i] as f32 * self.inv,
+        }
+    }
+
+    /// The net input of a tile: `rows x cols` of the rounded image plus `pad` on each side,
+    /// as normalised f32 on `device`. The whole padded image is uploaded from the planes
+    /// themselves (no host copy).
+    pub fn window(
+        &self,
+        rows: &Range<usize>,
+        cols: &Range<usize>,
+        pad: usize,
+        device: &Device,
+    ) -> Result<Tensor, Error> {
+        let (th, tw) = (rows.len() + 2 * pad, cols.len() + 2 * pad);
+        if rows.start + th > self.h || cols.start + tw > self.w {
+            return Err(Error::Internal(format!(
+                "a {tw}x{th} window at ({}, {}) of a {}x{} padded image",
+                cols.start, rows.start, self.w, self.h
+            )));
+        }
+        let shape = [1, 3, th, tw];
+        let whole = (rows.start, cols.start, th, tw) == (0, 0, self.h, self.w);
+        let (h, w) = (self.h, self.w);
+        fn copy<T: Copy>(
+            src: &[T],
+            dst: &mut Vec<T>,
+            (h, w): (usize, usize),
+            (y0, x0): (usize, usize),
+            (th, tw): (usize, usize),
+        ) {
+            dst.clear();
+            for c in 0..3 {
+                for y in y0..y0 + th {
+                    let at = (c * h + y) * w + x0;
+                    dst.extend_from_slice(&src[at..at + tw]);
+                }
+            }
+        }
+        let at = (rows.start, cols.start);
+        let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(match (&self.planes, &mut *scratch) {
+            (Planes::F32(v), _) if whole => Tensor::from_slice(v, &shape, device)?,
+            (Planes::Levels(v), _) if whole => self.normalised(Tensor::from_slice(v, &shape, device)?)?,
+            (Planes::F32(v), Planes::F32(buf)) => {
+                copy(v, buf, (h, w), at, (th, tw));
+                Tensor::from_slice(buf, &shape, device)?
+            }
+            (Planes::Levels(v), Planes::Levels(buf)) => {
+                copy(v, buf, (h, w), at, (th, tw));
+                self.normalised(Tensor::from_slice(buf, &shape, device)?)?
+            }
+            _ => return Err(Error::Internal("a padded image's scratch of the other kind".into())),
+        })
+    }
+
+    /// Levels · (1/max) in f32, on the levels' device.
+    fn normalised(&self, levels: Tensor) -> Result<Tensor, Error> {
+        Ok(levels.to_dtype(DType::F32)?.affine(self.inv as f64, 0.0)?)
+    }
+
+    /// The planes in orientation `k` (0..8; 4..8 are transposed), `forward` mapping a
+    /// position of the original to its place in the oriented planes (TTA).
+    pub fn oriented(&self, k: usize, forward: impl Fn(usize, usize, usize, usize, usize) -> (usize, usize)) -> Padded {
+        let (h, w) = (self.h, self.w);
+        let (nh, nw) = if k >= 4 { (w, h) } else { (h, w) };
+        fn turn<T: Copy + Default>(
+            src: &[T],
+            h: usize,
+            w: usize,
+            nw: usize,
+            k: usize,
+            forward: &impl Fn(usize, usize, usize, usize, usize) -> (usize, usize),
+        ) -> Vec<T> {
+            let mut data = vec![T::default(); src.len()];
+            for c in 0..3 {
+                let (s, d) = (&src[c * h * w..(c + 1) * h * w], &mut data[c * h * w..(c + 1) * h * w]);
+                for i in 0..h {
+                    for j in 0..w {
+                        let (a, b) = forward(k, i, j, h, w);
+                        d[a * nw + b] = s[i * w + j];
+                    }
+                }
+            }
+            data
+        }
+        let planes = match &self.planes {
+            Planes::F32(v) => Planes::F32(turn(v, h, w, nw, k, &forward)),
+            Planes::Levels(v) => Planes::Levels(turn(v, h, w, nw, k, &forward)),
+        };
+        Padded::new(planes, nh, nw, self.inv)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reflect_matches_numpy() {
+        // np.pad([0,1,2,3], 5, mode="reflect") = [1 2 3 2 1 | 0 1 2 3 | 2 1 0 1 2]
+        let got: Vec<usize> = (-5..9).map(|i| reflect(i, 4)).collect();
+        assert_eq!(got, [1, 2, 3, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1, 2]);
+        assert_eq!(reflect(-3, 1), 0);
+        assert_eq!((-2..4).map(|i| reflect(i, 2)).collect::<Vec<_>>(), [0, 1, 0, 1, 0, 1]);
+    }
+
+    /// Levels normalised after the upload are the f32 planes bit for bit, whole and in a
+    /// window, and `sample` agrees with both.
+    #[test]
+    fn levels_and_f32_planes_give_the_same_input() {
+        let (w, h) = (37, 23);
+        let data: Vec<u8> = (0..w * h * 3).map(|i| (i * 97 % 256) as u8).collect();
+        let img = Image::from_u8(w, h, 3, data).unwrap();
+        let (f, l) = (Padded::of(&img, 5, 4, false), Padded::of(&img, 5, 4, true));
+        assert!(matches!(f.planes, Planes::F32(_)) && matches!(l.planes, Planes::Levels(_)));
+        assert_eq!((f.h, f.w), (l.h, l.w));
+        let cpu = Device::cpu();
+        for (rows, cols) in [(0..f.h - 10, 0..f.w - 10), (4..12, 8..20)] {
+            let a = f.window(&rows, &cols, 5, &cpu).unwrap().to_vec::<f32>().unwrap();
+            let b = l.window(&rows, &cols, 5, &cpu).unwrap().to_vec::<f32>().unwrap();
+            assert_eq!(a.len(), b.len());
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+        }
+        for (c, y, x) in [(0, 0, 0), (2, f.h - 1, f.w - 1), (1, 7, 30)] {
+            assert_eq!(f.sample(c, y, x).to_bits(), l.sample(c, y, x).to_bits());
+        }
+        // 16-bit images stay f32 whatever is asked.
+        let deep = Image::from_u16(2, 2, 3, vec![65535; 12]).unwrap();
+        assert!(matches!(Padded::of(&deep, 1, 2, true).planes, Planes::F32(_)));
+    }
+}
