@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Real-CUGAN 2x at 1920x1080 in tiles of several sizes under the CLI's default 2 GiB
+# budget, f16 and f32, on the GPU machine (issue 12: which tile `--tile auto` should take):
+# for each `-t N` (and `-t 0` = auto, and the whole image without a budget) the warm
+# image's upscale time, the allocator's peak, the tiling the CLI chose, and whether the
+# output equals the whole image's byte for byte. Needs .device-carry/apps
+# (scripts/gpu-apps-build.sh) and the HIP-on-CUDA library (built here when missing).
+# Writes $OUT/tile-sweep.md (also printed).
+# Device tool call:
+#   run(command="scripts/gpu-tile-sweep.sh", carry=[".device-carry"], kind="nvidia-h200", timeout_s=300)
+set -uo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+OUT=${OUT:-$repo/target/gpu-tile-sweep}
+work=/tmp/rv-sweep
+lib=/tmp/hip-on-cuda
+carry=$repo/.device-carry/apps
+mkdir -p "$OUT" "$work/in"
+summary=$OUT/tile-sweep.md
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+[[ -f $lib/lib/libamdhip64.so ]] || rocm-backend/testing/hip-on-cuda/build.sh "$lib" >"$work/hoc-build.log" 2>&1
+export ROCM_PATH=$lib ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache
+python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+    "$carry/bin/realcugan.xz" "$work/realcugan" && chmod +x "$work/realcugan"
+python3 benches/anchors/realcugan_ncnn.py make-image "$work/in/a.png" --size "${SWEEP_SIZE:-1920x1080}" >/dev/null &&
+    cp "$work/in/a.png" "$work/in/b.png"
+
+say "# Real-CUGAN 2x ${SWEEP_SIZE:-1920x1080} by tile size, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "carry: $(sed -n 2p "$carry/MANIFEST.txt")"
+say ""
+say "| dtype | -t | tiling | upscale ms (warm) | network ms | peak | = whole |"
+say "| --- | ---: | --- | ---: | ---: | --- | --- |"
+for dt in ${SWEEP_DTYPES:-f16 f32}; do
+    for t in whole ${SWEEP_TILES:-0 960 640 544 480 400 320}; do
+        out=$work/out-$dt-$t
+        args=(--tile "$t" --vram-budget 2GiB)
+        [[ $t == whole ]] && args=(--tile whole --vram-budget 24GiB)
+        timeout 120 "$work/realcugan" -i "$work/in" -o "$out" -s 2 -n 0 --model se --model-dir "$carry/models" \
+            --device rocm --dtype "$dt" --force "${args[@]}" >"$work/$dt-$t.log" 2>&1
+        rc=$?
+        line=$(grep "b.png" "$work/$dt-$t.log" | tail -1)
+        tiling=$(sed -n 's/.*models-se\/up2x-no-denoise, \([^:]*\):.*/\1/p' <<<"$line" | cut -c1-60)
+        up=$(sed -n 's/.*(upscale \([0-9.]*\) s.*/\1/p' <<<"$line")
+        net=$(sed -n 's/.*network \([0-9.]*\),.*/\1/p' <<<"$line")
+        peak=$(sed -n 's/.*peak device memory \([^,)]*\).*/\1/p' <<<"$line")
+        same=-
+        if [[ $t != whole && -f $out/b.png && -f $work/out-$dt-whole/b.png ]]; then
+            cmp -s "$out/b.png" "$work/out-$dt-whole/b.png" && same=yes || same=NO
+        fi
+        if ((rc != 0)); then
+            say "| $dt | $t | exit $rc: $(tail -1 "$work/$dt-$t.log" | cut -c1-120) | | | | |"
+        else
+            say "| $dt | $t | $tiling | $(awk -v s="$up" 'BEGIN{printf "%.1f", s*1000}') | $(awk -v s="$net" 'BEGIN{printf "%.1f", s*1000}') | $peak | $same |"
+        fi
+    done
+done
