@@ -424,6 +424,11 @@ impl Device {
         self.rocm.as_ref().map(|c| c.device.allocator().stats().peak_live)
     }
 
+    /// Bytes of device memory live (handed out) now (ROCm), or `None` (CPU).
+    pub fn live_memory(&self) -> Option<usize> {
+        self.rocm.as_ref().map(|c| c.device.allocator().stats().live)
+    }
+
     /// Peak bytes of device memory held since the last reset (ROCm), or `None` (CPU).
     pub fn peak_memory(&self) -> Option<usize> {
         self.rocm.as_ref().map(|c| c.device.allocator().stats().peak_reserved)

@@ -53,15 +53,30 @@ pub(crate) fn candidate_sides(longest: usize, max_side: usize, unit: usize) -> V
     sides
 }
 
-/// The cheapest candidate by [`pass_flops`]; on a tie, the larger side (fewer tiles).
+/// What one tile run of one pass costs on a GPU besides its convolutions, in FLOPs of
+/// convolution the same time would do: the launches of a small map that leave the GPU
+/// part idle, the read-back at each SE stop, the allocator's work. H200 sweep of
+/// 2026-12-04 (scripts/gpu-tile-sweep.sh, docs/measurements/2026-12-04-h200-tiles.md):
+/// 1080p f16 in 24 tiles (120 runs) took 35 ms more than in 8 (40 runs), 7 ms of it the
+/// larger halo: about 0.35 ms per run, at the 54 TFLOP/s the whole image's kernels run
+/// (3242 GFLOP in 60 ms) 19 GFLOP in f16/bf16; f32 runs at 14 TFLOP/s there, 5 GFLOP.
+/// Unmeasured on AMD GPUs; the CPU's runs are long enough for it not to matter (0).
+pub(crate) fn gpu_run_overhead_flops(half: bool) -> u64 {
+    if half { 19_000_000_000 } else { 5_000_000_000 }
+}
+
+/// The cheapest candidate by [`pass_flops`] plus `run_overhead` FLOPs per tile run (every
+/// tile runs once per pass); on a tie, the larger side (fewer tiles).
 pub(crate) fn cheapest(
     sides: &[usize],
+    run_overhead: u64,
     mut price: impl FnMut(usize) -> Result<(Candidate, usize), Error>,
 ) -> Result<usize, Error> {
     let mut best: Option<(u64, usize)> = None;
     for &side in sides {
         let (c, cache_bytes) = price(side)?;
-        let cost = pass_flops(&c, cache_bytes);
+        let runs = (c.tiles * (c.pools.len() + 1)) as u64;
+        let cost = pass_flops(&c, cache_bytes) + runs * run_overhead;
         if best.is_none_or(|(b, s)| cost < b || (cost == b && side > s)) {
             best = Some((cost, side));
         }
@@ -109,15 +124,31 @@ mod tests {
             Ok((c, if side == 16 { 1000 } else { 0 }))
         };
         // side 32: 2·5 + 2·42 = 94; side 16 (all kept): 4·5 + 4·21 = 104; side 8: 8·5 + 8·18 = 184.
-        assert_eq!(cheapest(&[32, 16, 8], price).unwrap(), 32);
+        assert_eq!(cheapest(&[32, 16, 8], 0, price).unwrap(), 32);
         let flat = |side: usize| -> Result<(Candidate, usize), Error> {
             Ok((Candidate { tiles: 64 / side, flops: 10, pools: vec![] }, 0))
         };
         // 2·10 = 20 against 4·10 = 40: fewer tiles; equal cost keeps the first (larger) side.
-        assert_eq!(cheapest(&[32, 16], flat).unwrap(), 32);
+        assert_eq!(cheapest(&[32, 16], 0, flat).unwrap(), 32);
         let same = |_side: usize| -> Result<(Candidate, usize), Error> {
             Ok((Candidate { tiles: 2, flops: 10, pools: vec![] }, 0))
         };
-        assert_eq!(cheapest(&[16, 32], same).unwrap(), 32);
+        assert_eq!(cheapest(&[16, 32], 0, same).unwrap(), 32);
+    }
+
+    /// A per-run overhead moves the choice to fewer, larger tiles once it outweighs the
+    /// recomputation they bring.
+    #[test]
+    fn the_run_overhead_favours_fewer_tiles() {
+        // Side 16: 4 tiles, everything kept: 4·100 = 400 FLOPs in 8 runs. Side 32: 2 tiles,
+        // nothing kept: 2·(50 + 200) = 500 FLOPs in 4 runs.
+        let price = |side: usize| -> Result<(Candidate, usize), Error> {
+            let (tiles, flops, cache) = if side == 16 { (4, 100, 1 << 20) } else { (2, 200, 0) };
+            Ok((Candidate { tiles, flops, pools: vec![point(flops / 4, 10)] }, cache))
+        };
+        assert_eq!(cheapest(&[32, 16], 0, price).unwrap(), 16);
+        // 400 + 8·30 = 640 against 500 + 4·30 = 620.
+        assert_eq!(cheapest(&[32, 16], 30, price).unwrap(), 32);
+        assert_eq!(cheapest(&[32, 16], 20, price).unwrap(), 16); // 560 against 580
     }
 }

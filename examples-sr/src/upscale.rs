@@ -333,7 +333,12 @@ impl Upscaler {
                     }
                 }
                 let sides = auto_tile::candidate_sides(longest, lo * a, a);
-                auto_tile::cheapest(&sides, |side| {
+                let run_overhead = if self.net.device().is_rocm() {
+                    auto_tile::gpu_run_overhead_flops(self.net.dtype() != rocm_vision::DType::F32)
+                } else {
+                    0
+                };
+                auto_tile::cheapest(&sides, run_overhead, |side| {
                     let (rows, cols) = (split(hr, side, a), split(wr, side, a));
                     let (eh, ew) = self.far_extension(cols[0].len(), rows[0].len())?;
                     let (eh, ew) = (if rows.len() > 1 { eh } else { 0 }, if cols.len() > 1 { ew } else { 0 });
@@ -471,6 +476,10 @@ impl Upscaler {
             };
         let network_started = std::time::Instant::now();
         let output_before = stats.output_time;
+        // On a GPU the allocator says what the kept states really hold (the sum of
+        // `Run::live_bytes` is a model of it); a state is kept only if both fit.
+        let device = self.net.device();
+        let live_before = device.live_memory();
 
         for (k, pool) in pools.iter().enumerate() {
             let mut sums = vec![ExactSum::new(); pool.channels];
@@ -502,7 +511,8 @@ impl Upscaler {
                 }
                 drop(blob);
                 let bytes = run.live_bytes();
-                if tiles.len() == 1 || cached + bytes <= cache_bytes {
+                let held = device.live_memory().zip(live_before).map(|(now, before)| now.saturating_sub(before));
+                if tiles.len() == 1 || (cached + bytes <= cache_bytes && held.is_none_or(|h| h <= cache_bytes)) {
                     cached += bytes;
                     states[i] = Some((run, bytes));
                 }
