@@ -156,6 +156,8 @@ pub struct Upscaler {
     /// The 8-bit output samples read back from the device, kept from one tile and image to
     /// the next (see [`quantized_on_device`]).
     download: std::sync::Mutex<Vec<u8>>,
+    /// The last image's padded input planes, whose memory the next image reuses.
+    planes: std::sync::Mutex<Option<padded::Planes>>,
 }
 
 /// `(prepadding, size multiple)` of realcugan-ncnn-vulkan for a scale (src/main.cpp and
@@ -234,7 +236,15 @@ impl Upscaler {
         let grid = if net.device().is_cpu() { conv_engine::cpu::WINOGRAD_GRID } else { 1 };
         let ga = net.grid_align(grid);
         let tile_align = (1..=multiple).map(|k| k * ga).find(|v| v % multiple == 0).unwrap_or(ga * multiple);
-        Ok(Upscaler { net, prepadding, multiple, grid, tile_align, download: Default::default() })
+        Ok(Upscaler {
+            net,
+            prepadding,
+            multiple,
+            grid,
+            tile_align,
+            download: Default::default(),
+            planes: Default::default(),
+        })
     }
 
     /// Tile origins are multiples of this (input pixels), and so are the sizes of all tiles
@@ -391,10 +401,12 @@ impl Upscaler {
         let padded = self.padded_input(img);
         let input_time = started.elapsed();
         let n = w * s * h * s * img.channels;
-        match img.pixels {
+        let done = match img.pixels {
             Pixels::U8(_) => self.upscale_into(vec![0u8; n], img, plan, &padded, input_time, progress),
             Pixels::U16(_) => self.upscale_into(vec![0u16; n], img, plan, &padded, input_time, progress),
-        }
+        };
+        *self.planes.lock().unwrap_or_else(|e| e.into_inner()) = Some(padded.into_planes());
+        done
     }
 
     /// The tiles of `plan` through the network into `out` (the image's own sample type),
@@ -588,7 +600,8 @@ impl Upscaler {
     /// The padded input planes (8-bit levels on a GPU, normalised there after the upload:
     /// a quarter of the bytes to copy).
     fn padded_input(&self, img: &Image) -> Padded {
-        Padded::of(img, self.prepadding, self.multiple, self.net.device().is_rocm())
+        let reuse = self.planes.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Padded::of(img, self.prepadding, self.multiple, self.net.device().is_rocm(), reuse)
     }
 
     /// Post-processes a tile's output into the image: its own `rows·s x cols·s` block,
