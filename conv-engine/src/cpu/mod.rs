@@ -374,6 +374,28 @@ impl CpuConv {
         self.dispatcher.plan(problem, self.budget_state())
     }
 
+    /// The part of `plan`'s workspace that is the gemm crate's own buffers (`Gemm1x1` on
+    /// a whole image, whose operands it reads in place, and candle's im2col): its
+    /// per-thread L2 packing slab, allocated on a thread's first GEMM and kept for the
+    /// process, and its operand packing, done only for wide outputs. The workspace counts
+    /// them, as a first run allocates them; a memory plan of a later run holds them apart
+    /// (upper bounds, not part of the exact walk). 0 for the kernels that pack themselves.
+    pub fn gemm_crate_bytes(&self, plan: &CpuPlan) -> usize {
+        let threads = self.dispatcher.catalog().threads;
+        match plan.kernel() {
+            // Row chunks are strided operands, which the crate packs into a buffer of its
+            // own per call (measured: the whole figure, on top of what is live).
+            CpuKernel::Gemm1x1 if plan.chunk_count() == 1 => plan.workspace_bytes(),
+            CpuKernel::CandleIm2col => plan
+                .chunks()
+                .iter()
+                .filter_map(|c| candle_conv::gemm_crate_bytes(plan.problem(), c, threads))
+                .max()
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+
     pub fn conv2d(
         &self,
         input: &Tensor,
