@@ -1,8 +1,11 @@
-//! CPU convolution benchmark: every SD/FLUX VAE-decoder conv shape through the engine's
-//! chosen plan, side by side in one process with candle's `Tensor::conv2d` and (when
-//! Python with onnxruntime is available) onnxruntime's CPU conv, printing median time,
-//! GFLOP/s, the ratio against each anchor, and the peak workspace of each — counted by
-//! this binary's global allocator, not estimated.
+//! CPU convolution benchmark: every SD/FLUX VAE-decoder conv shape (and a 3-channel-input
+//! layer, Real-CUGAN's first) through the engine's chosen plan, side by side in one
+//! process with candle's `Tensor::conv2d` and (when Python with onnxruntime is available)
+//! onnxruntime's CPU conv, printing median time, GFLOP/s, the ratio against each anchor,
+//! the kernel that ran (algorithm and microkernel), and the peak workspace of each —
+//! counted by this binary's global allocator, not estimated. onnxruntime runs each shape
+//! in a fresh child process right before ours and candle's, so that a machine whose load
+//! drifts affects the three alike.
 //!
 //! `cargo bench --bench conv -- [--quick] [--sizes 256,512] [--reps N] [--dtype f32|f16|bf16]
 //!  [--no-ort] [--python PATH] [--markdown FILE]`
@@ -13,6 +16,7 @@
 use candle_core::{DType, Device, Tensor};
 use conv_engine::testing::{CountingAlloc, Realloc};
 use conv_engine::{Conv2dParams, ConvProblem, CpuConv};
+use implicit_gemm::cpu::MicroKernel;
 use std::time::Instant;
 
 // Growth by copy, as this benchmark has always counted it: the old and the new block both
@@ -28,7 +32,7 @@ struct Shape {
     r: usize,
 }
 
-const SHAPES: [Shape; 8] = [
+const SHAPES: [Shape; 9] = [
     Shape { name: "3x3 512->512", c: 512, k: 512, r: 3 },
     Shape { name: "3x3 512->256", c: 512, k: 256, r: 3 },
     Shape { name: "3x3 256->256", c: 256, k: 256, r: 3 },
@@ -37,6 +41,7 @@ const SHAPES: [Shape; 8] = [
     Shape { name: "1x1 512->256", c: 512, k: 256, r: 1 },
     Shape { name: "1x1 256->128", c: 256, k: 128, r: 1 },
     Shape { name: "3x3 128->3 (conv_out)", c: 128, k: 3, r: 3 },
+    Shape { name: "3x3 3->32 (3-channel input)", c: 3, k: 32, r: 3 },
 ];
 
 struct Args {
@@ -47,6 +52,12 @@ struct Args {
     python: String,
     markdown: Option<String>,
     shapes: Vec<Shape>,
+    /// `--algorithm NAME`: only this algorithm (for A/B runs); the dispatcher's choice otherwise.
+    algorithm: Option<conv_engine::Algorithm>,
+    /// `--kernel NAME`: this microkernel (Debug name) instead of the detected one.
+    kernel: Option<MicroKernel>,
+    /// `--only TEXT`: only the shapes whose name contains TEXT.
+    only: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -66,6 +77,9 @@ fn parse_args() -> Args {
         python,
         markdown: None,
         shapes: SHAPES.to_vec(),
+        algorithm: None,
+        kernel: None,
+        only: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -91,6 +105,17 @@ fn parse_args() -> Args {
             "--no-ort" => a.ort = false,
             "--python" => a.python = it.next().expect("--python PATH"),
             "--markdown" => a.markdown = Some(it.next().expect("--markdown FILE")),
+            "--algorithm" => a.algorithm = Some(it.next().expect("--algorithm NAME").parse().expect("algorithm")),
+            "--kernel" => {
+                let name = it.next().expect("--kernel NAME");
+                a.kernel = Some(
+                    MicroKernel::ALL
+                        .into_iter()
+                        .find(|k| format!("{k:?}") == name)
+                        .unwrap_or_else(|| panic!("--kernel: one of {:?}", MicroKernel::ALL)),
+                );
+            }
+            "--only" => a.only = Some(it.next().expect("--only TEXT")),
             "--bench" => {}
             other => eprintln!("ignoring unknown argument {other:?}"),
         }
@@ -116,8 +141,8 @@ fn time<R>(reps: usize, mut f: impl FnMut() -> R) -> (f64, usize) {
     (median(t), peak)
 }
 
-/// onnxruntime's figures for the same shapes, from `benches/anchors/onnxruntime_conv.py`.
-fn onnxruntime(args: &Args, size: usize) -> Result<Vec<Option<f64>>, String> {
+/// onnxruntime's figures for `shapes`, from `benches/anchors/onnxruntime_conv.py`.
+fn onnxruntime(args: &Args, shapes: &[Shape], size: usize) -> Result<Vec<Option<f64>>, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/anchors/onnxruntime_conv.py");
     let mut cmd = std::process::Command::new(&args.python);
     cmd.arg(script)
@@ -125,7 +150,7 @@ fn onnxruntime(args: &Args, size: usize) -> Result<Vec<Option<f64>>, String> {
         .arg(rayon::current_num_threads().to_string())
         .arg("--runs")
         .arg(args.reps.max(3).to_string());
-    for s in &args.shapes {
+    for s in shapes {
         cmd.arg("--shape").arg(format!("{}:{}:{size}:{}:{}", s.c, s.k, s.r, s.r / 2));
     }
     let out = cmd.output().map_err(|e| format!("could not run {}: {e}", args.python))?;
@@ -142,8 +167,8 @@ fn onnxruntime(args: &Args, size: usize) -> Result<Vec<Option<f64>>, String> {
             l.find(key).and_then(|i| l[i + key.len()..].trim_start().split([',', '}']).next()?.trim().parse().ok())
         })
         .collect();
-    if times.len() != args.shapes.len() {
-        return Err(format!("onnxruntime script printed {} results for {} shapes", times.len(), args.shapes.len()));
+    if times.len() != shapes.len() {
+        return Err(format!("onnxruntime script printed {} results for {} shapes", times.len(), shapes.len()));
     }
     Ok(times)
 }
@@ -151,22 +176,32 @@ fn onnxruntime(args: &Args, size: usize) -> Result<Vec<Option<f64>>, String> {
 fn main() {
     let args = parse_args();
     let threads = rayon::current_num_threads();
-    let engine = CpuConv::default();
+    let mut catalog = conv_engine::CpuCatalog::new();
+    if let Some(k) = args.kernel {
+        catalog = catalog.with_kernel(k);
+    }
+    let mut engine = CpuConv::with_catalog(catalog, CpuConv::default().budget());
+    if let Some(a) = args.algorithm {
+        engine = engine.with_allowed(&[a]);
+    }
     let mut table = vec![format!(
-        "| shape | output | ours: algorithm | ours ms | ours GFLOP/s | ours workspace | candle ms | candle GFLOP/s | candle workspace | ours/candle speed | onnxruntime ms | ours/onnxruntime speed |"
+        "| shape | output | ours: kernel | ours ms | ours GFLOP/s | ours workspace | candle ms | candle GFLOP/s | candle workspace | ours/candle speed | onnxruntime ms | ours/onnxruntime speed |"
     )];
     table.push("|---|---|---|---|---|---|---|---|---|---|---|---|".into());
     println!("CPU conv benchmark: {threads} threads, dtype {:?}, {} reps (median)", args.dtype, args.reps);
+    println!("{}", cpu_description());
+    println!("microkernel: {} (supported: {:?})", MicroKernel::detect(), MicroKernel::all_supported());
+    println!("load average at start: {}", load_average());
     for &size in &args.sizes {
-        let ort = if args.ort && args.dtype == DType::F32 {
-            onnxruntime(&args, size)
-        } else {
-            Err("not run (--no-ort or not f32)".into())
-        };
-        if let Err(e) = &ort {
-            println!("onnxruntime anchor skipped at {size}²: {e}");
-        }
-        for (i, s) in args.shapes.iter().enumerate() {
+        for s in args.shapes.iter().filter(|s| args.only.as_ref().is_none_or(|o| s.name.contains(o.as_str()))) {
+            let ort = if args.ort && args.dtype == DType::F32 {
+                onnxruntime(&args, std::slice::from_ref(s), size)
+            } else {
+                Err("not run (--no-ort or not f32)".into())
+            };
+            if let Err(e) = &ort {
+                println!("onnxruntime anchor skipped for {} at {size}²: {e}", s.name);
+            }
             let pad = s.r / 2;
             let x = Tensor::randn(0f32, 1.0, (1, s.c, size, size), &Device::Cpu).unwrap().to_dtype(args.dtype).unwrap();
             let w =
@@ -182,12 +217,12 @@ fn main() {
             } else {
                 Some(time(args.reps, || x.conv2d(&w, pad, 1, 1, 1).unwrap()))
             };
-            let ort_t = ort.as_ref().ok().and_then(|v| v[i]);
+            let ort_t = ort.as_ref().ok().and_then(|v| v[0]);
             let mib = |b: usize| format!("{:.1} MiB", b.saturating_sub(out_bytes) as f64 / (1 << 20) as f64);
             let row = format!(
                 "| {} | {size}² | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
                 s.name,
-                plan.algorithm(),
+                plan.kernel(),
                 ours * 1e3,
                 flops / ours / 1e9,
                 mib(ours_peak),
@@ -202,10 +237,38 @@ fn main() {
             table.push(row);
         }
     }
+    println!("load average at end: {}", load_average());
     let md = table.join("\n");
     println!("\n{md}");
     if let Some(path) = &args.markdown {
         std::fs::write(path, md + "\n").unwrap_or_else(|e| panic!("writing {path}: {e}"));
         println!("table written to {path}");
     }
+}
+
+/// The CPU's model name and SIMD flags, from /proc/cpuinfo where there is one.
+fn cpu_description() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines().find(|l| l.starts_with(name)).and_then(|l| l.split(':').nth(1)).unwrap_or("").trim().to_string()
+    };
+    let flags: Vec<String> = field("flags")
+        .split_whitespace()
+        .filter(|f| f.starts_with("avx") || *f == "fma" || *f == "f16c")
+        .map(str::to_string)
+        .collect();
+    format!(
+        "cpu: {} (family {}, model {}), SIMD flags: {}",
+        field("model name"),
+        field("cpu family"),
+        field("model"),
+        flags.join(" ")
+    )
+}
+
+/// The 1, 5 and 15 minute load averages (the machine may be shared).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }

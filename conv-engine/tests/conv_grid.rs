@@ -158,13 +158,7 @@ fn check(engine: &CpuConv, case: &Case, x: &Tensor, w: &Tensor, b: Option<&Tenso
 #[test]
 fn every_algorithm_matches_the_f64_reference_on_600_problems() {
     let mut rng = StdRng::seed_from_u64(0x5eed_c0de);
-    let engines: Vec<(Algorithm, CpuConv)> =
-        [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
-            .into_iter()
-            .map(|a| (a, CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[a])))
-            .collect();
-    let portable = CpuConv::with_catalog(CpuCatalog::new().with_kernel(MicroKernel::Portable), Budget::bytes(1 << 30))
-        .with_allowed(&[Algorithm::ImplicitGemm]);
+    let engines = engines_for_every_microkernel();
     let mut runs = std::collections::BTreeMap::<String, usize>::new();
     let mut coverage = std::collections::BTreeMap::<&str, usize>::new();
     const PROBLEMS: usize = 600;
@@ -178,15 +172,11 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
         let (b, bv) = random_tensor(&mut rng, &[g.out_channels], dt);
         let b = case.bias.then_some(&b);
         let want = conv_f64(p, &xv, &wv, case.bias.then_some(&bv[..]));
-        for (alg, engine) in &engines {
+        for (name, engine) in &engines {
             if engine.plan(p).is_ok() {
-                check(engine, &case, &x, &w, b, &want, alg.name());
-                *runs.entry(format!("{alg} {}", p.dtype())).or_default() += 1;
+                check(engine, &case, &x, &w, b, &want, name);
+                *runs.entry(format!("{name} {}", p.dtype())).or_default() += 1;
             }
-        }
-        if i % 5 == 0 {
-            check(&portable, &case, &x, &w, b, &want, "ImplicitGemm (portable microkernel)");
-            *runs.entry("ImplicitGemm portable".into()).or_default() += 1;
         }
         for (name, hit) in [
             ("transposed stride 2", g.kind == ConvKind::Transposed && g.stride.contains(&2)),
@@ -225,6 +215,45 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
         let min = if alg.starts_with("Winograd f16") || alg.starts_with("Winograd bf16") { 10 } else { 20 };
         assert!(runs.get(alg).copied().unwrap_or(0) >= min, "{alg} ran only {:?} times", runs.get(alg));
     }
+    // Every microkernel this CPU has ran the implicit GEMM on the f32 problems.
+    for mk in MicroKernel::all_supported() {
+        let key = format!("ImplicitGemm ({mk}) f32");
+        assert!(runs.get(&key).copied().unwrap_or(0) >= 20, "{key} ran only {:?} times", runs.get(&key));
+    }
+}
+
+/// One engine per algorithm and, for the algorithms that run a microkernel (the implicit
+/// GEMM, Winograd's batched GEMMs, the vectorised direct loop), per microkernel this CPU
+/// supports; the kernels it lacks are reported as skipped. Names: `ImplicitGemm` etc. for
+/// the kernel `detect()` picks, `ImplicitGemm (Avx2Fma 6x16)` etc. for each supported one.
+fn engines_for_every_microkernel() -> Vec<(String, CpuConv)> {
+    for (mk, why) in MicroKernel::all_unsupported() {
+        conv_engine::testing::skipped(format!("microkernel {mk}: this CPU lacks {why}"));
+    }
+    let budget = Budget::bytes(1 << 30);
+    let mut engines: Vec<(String, CpuConv)> =
+        [Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
+            .into_iter()
+            .map(|a| (a.name().to_string(), CpuConv::new(budget).with_allowed(&[a])))
+            .collect();
+    let mut winograd_kernels = Vec::new();
+    for mk in MicroKernel::all_supported() {
+        for alg in [Algorithm::ImplicitGemm, Algorithm::Winograd, Algorithm::Direct] {
+            // Winograd runs the 6x16 tile of the kernel's ISA: one engine per such kernel.
+            if alg == Algorithm::Winograd {
+                if winograd_kernels.contains(&mk.narrow()) {
+                    continue;
+                }
+                winograd_kernels.push(mk.narrow());
+            }
+            let catalog = CpuCatalog::new().with_kernel(mk);
+            // The name says the kernel that runs: Winograd runs the ISA's 6x16 tile.
+            let runs = if alg == Algorithm::Winograd { mk.narrow() } else { mk };
+            let engine = CpuConv::with_catalog(catalog, budget).with_allowed(&[alg]);
+            engines.push((format!("{} ({runs})", alg.name()), engine));
+        }
+    }
+    engines
 }
 
 /// Winograd F(2x2) and F(4x4) on 3x3 stride-1 problems big enough to span several tile
@@ -351,6 +380,12 @@ fn every_algorithm_applies_the_fused_epilogue() {
             .map(|a| (a, CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[a])))
             .collect();
     let acts = [Activation::Relu, Activation::LeakyRelu(0.1), Activation::Silu, Activation::Gelu, Activation::Identity];
+    // The portable kernel: the scalar direct loop and its separate epilogue pass.
+    let portable = CpuCatalog::new().with_kernel(MicroKernel::Portable);
+    let mut engines = engines;
+    for a in [Algorithm::ImplicitGemm, Algorithm::Direct] {
+        engines.push((a, CpuConv::with_catalog(portable.clone(), Budget::bytes(1 << 30)).with_allowed(&[a])));
+    }
     let mut runs = std::collections::BTreeMap::<&str, usize>::new();
     for i in 0..150 {
         let case = random_case(&mut rng, i);

@@ -15,7 +15,7 @@ use crate::error::{Result, SdError};
 use crate::memory::MemoryPlan;
 use crate::tiled::TileSpec;
 use rocm_vision::conv_engine::ConvProblem;
-use rocm_vision::{Algorithm, Budget, Conv2dParams, DType, Device, DeviceKind, format_bytes};
+use rocm_vision::{Budget, Conv2dParams, DType, Device, DeviceKind, format_bytes};
 use std::fmt;
 
 /// What a decode will use, from [`Decoder::plan`].
@@ -34,10 +34,11 @@ pub struct DecodePlan {
     /// Peak bytes the decode adds on top of the weights and the latents: activations, the
     /// decoder's scratch and the convolutions' workspace.
     pub decode_peak: usize,
-    /// CPU only: the largest packing buffers the gemm crate keeps per thread once a
-    /// `Gemm1x1` convolution has run (its dispatcher's workspace figure, an upper bound):
-    /// allocated on the first decode and kept, so not part of `decode_peak`. 0 on ROCm,
-    /// where every workspace is allocated per convolution and is in `decode_peak`.
+    /// CPU only: the largest of the gemm crate's own buffers a convolution uses (its
+    /// per-thread packing slabs, allocated on the first decode and kept; its operand
+    /// packing; `CpuConv::gemm_crate_bytes`, an upper bound), so not part of
+    /// `decode_peak`. 0 on ROCm, where every workspace is allocated per convolution and is
+    /// in `decode_peak`.
     pub engine_scratch: usize,
     /// `weights + engine_scratch + decode_peak`: the peak of the whole run.
     pub peak: usize,
@@ -112,7 +113,7 @@ pub(crate) struct Walk<'a> {
     peak_at: String,
     stage: String,
     stages: Vec<StageMemory>,
-    /// Buffers the CPU's gemm crate keeps per thread (see [`DecodePlan::engine_scratch`]).
+    /// The CPU gemm crate's own buffers (see [`DecodePlan::engine_scratch`]).
     retained: usize,
     /// Whether convolution workspace is counted (off: activations only, for the budget
     /// split of [`crate::Encoder::plan`]).
@@ -198,15 +199,16 @@ impl<'a> Walk<'a> {
         }
         let plan = self.device.conv_plan_with_live(p, self.live)?;
         let ws = if plan.workspace_bytes > 0 { self.device.allocation_bytes(plan.workspace_bytes) } else { 0 };
-        if self.device.is_cpu() && plan.algorithm == Algorithm::Gemm1x1 && plan.chunks == 1 {
-            // A whole-image 1x1 GEMM reads its operands in place: what it uses is the gemm
-            // crate's per-thread packing slabs, grown once and kept. Row chunks are strided
-            // operands, which the crate packs into a buffer of its own per call (measured:
-            // the whole figure, on top of what is live).
-            self.retained = self.retained.max(ws);
+        // On the CPU the gemm crate's own buffers (its per-thread slabs, grown once and
+        // kept; its operand packing) are held apart: `DecodePlan::engine_scratch`.
+        let kept = if self.device.is_cpu() {
+            let engine = self.device.cpu_conv();
+            engine.gemm_crate_bytes(&engine.plan(p).map_err(rocm_vision::Error::from)?).min(ws)
         } else {
-            self.transient(ws);
-        }
+            0
+        };
+        self.retained = self.retained.max(kept);
+        self.transient(ws - kept);
         Ok(())
     }
     /// The f16 guard's check of the image: one exact sum (2 KiB) per channel. (Blocks are

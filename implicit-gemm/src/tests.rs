@@ -5,6 +5,15 @@ use crate::geometry::{ConvGeometry, ConvKind};
 use half::{bf16, f16};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
+/// Prints `SKIPPED <test>: <reason>` past the harness's capture, as
+/// `conv_engine::testing::skipped` does (this crate cannot depend on conv-engine).
+pub(crate) fn skipped(reason: impl std::fmt::Display) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let line = format!("SKIPPED {}: {reason}\n", thread.name().unwrap_or("a test"));
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 /// Convolution straight from its definition, accumulated in f64.
 pub(crate) fn reference(g: &ConvGeometry, x: &[f64], wt: &[f64], bias: Option<&[f64]>) -> Vec<f64> {
     let [h, w] = g.in_size;

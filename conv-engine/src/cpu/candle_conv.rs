@@ -17,7 +17,8 @@ use implicit_gemm::cpu::Element;
 /// Output pixels per im2col tile in candle's tiled conv2d (`TILE_SIZE`).
 const CANDLE_TILE: usize = 512;
 
-/// Bytes of the gemm crate's per-thread L2 slab plus its packing of one operand.
+/// Bytes of the gemm crate's own buffers: its per-thread L2 slab plus its packing of one
+/// operand.
 fn gemm_internal_bytes(threads: usize, operand_elems: usize) -> usize {
     threads * super::gemm1x1::l2_slab_bytes() + operand_elems * 4
 }
@@ -69,6 +70,17 @@ fn needs_pad_copy(problem: &ConvProblem, chunk: &Chunk) -> bool {
 
 /// Upper bound of the bytes candle allocates for `chunk`, or `None` if it cannot run it.
 pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usize) -> Option<usize> {
+    workspace_parts(problem, chunk, threads).map(|(candle, gemm)| candle + gemm)
+}
+
+/// The part of [`workspace_bytes`] that is the gemm crate's own buffers (see
+/// `CpuConv::gemm_crate_bytes`).
+pub(super) fn gemm_crate_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usize) -> Option<usize> {
+    workspace_parts(problem, chunk, threads).map(|(_, gemm)| gemm)
+}
+
+/// `(bytes candle allocates itself, bytes of the gemm crate's buffers)` for `chunk`.
+fn workspace_parts(problem: &ConvProblem, chunk: &Chunk, threads: usize) -> Option<(usize, usize)> {
     if !supports(problem, chunk) {
         return None;
     }
@@ -80,7 +92,7 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
     let [_, q] = g.out_hw();
     let rows = chunk.rows.len();
     let out = b * k * rows * q;
-    let elems = match g.kind {
+    let (elems, gemm) = match g.kind {
         ConvKind::Forward => {
             let (sub, _) = problem.output_rows(chunk.rows.clone()).ok()?;
             let sg = sub.geometry();
@@ -89,15 +101,15 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
             } else {
                 (sg.in_size[0], sg.in_size[1])
             };
-            // pad_with_zeros pads one dimension at a time: two copies alive at once.
-            let pad_copy = if needs_pad_copy(problem, chunk) { 2 * b * c * h * w } else { 0 };
+            // pad_with_zeros pads one dimension at a time: two copies alive at once, then
+            // the padded one while candle runs (which copies it again, below), so the
+            // padding adds one copy to the peak.
+            let pad_copy = if needs_pad_copy(problem, chunk) { b * c * h * w } else { 0 };
             let pixels = rows * q;
             let ksize = c * r * s;
-            let conv = match problem.rank() {
+            let (conv, gemm) = match problem.rank() {
                 // conv1d: full im2col, the matmul result, and its transposed copy.
-                Rank::One => {
-                    b * pixels * ksize + b * pixels * k + gemm_internal_bytes(threads, b * pixels * ksize) / sz
-                }
+                Rank::One => (b * pixels * ksize + b * pixels * k, gemm_internal_bytes(threads, b * pixels * ksize)),
                 Rank::Two
                     if r == 1
                         && s == 1
@@ -106,33 +118,35 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
                         && g.pad_begin == [0, 0] =>
                 {
                     // conv2d_1x1: per concurrently processed image, a copy and a result.
-                    b.min(threads) * (c + k) * pixels + gemm_internal_bytes(threads, c * pixels) / sz
+                    (b.min(threads) * (c + k) * pixels, gemm_internal_bytes(threads, c * pixels))
                 }
                 Rank::Two if r == 1 && s == 1 => {
-                    b * pixels * (ksize + k) + gemm_internal_bytes(threads, b * pixels * ksize) / sz
+                    (b * pixels * (ksize + k), gemm_internal_bytes(threads, b * pixels * ksize))
                 }
                 Rank::Two => {
                     // conv2d_tiled: an NHWC copy of the input, the flattened kernel, and
-                    // per thread one column tile and one result tile.
-                    b * c * h * w
-                        + k * ksize
-                        + threads * (ksize * CANDLE_TILE + k * CANDLE_TILE + 2 * CANDLE_TILE)
-                        + gemm_internal_bytes(threads, ksize * CANDLE_TILE) / sz
+                    // per thread one column tile, one result tile and the tile's output
+                    // coordinates (a `(usize, usize)` per pixel).
+                    let coords = (CANDLE_TILE * 2 * std::mem::size_of::<usize>()).div_ceil(sz);
+                    (
+                        b * c * h * w + k * ksize + threads * (ksize * CANDLE_TILE + k * CANDLE_TILE + coords),
+                        gemm_internal_bytes(threads, ksize * CANDLE_TILE),
+                    )
                 }
             };
-            pad_copy + conv
+            (pad_copy + conv, gemm)
         }
         ConvKind::Transposed => {
             let [h, w] = g.in_size;
             match problem.rank() {
                 // col2im path: a [b, L, K·k] column matrix.
-                Rank::One => b * w * k * s + b * c * w + gemm_internal_bytes(threads, b * w * c) / sz,
+                Rank::One => (b * w * k * s + b * c * w, gemm_internal_bytes(threads, b * w * c)),
                 // An NHWC copy of the input and a per-task kernel column.
-                Rank::Two => b * c * h * w + threads * c,
+                Rank::Two => (b * c * h * w + threads * c, 0),
             }
         }
     };
-    Some((elems + out) * sz)
+    Some(((elems + out) * sz, gemm))
 }
 
 /// Runs `plan` through candle: every chunk is a candle conv on a view (or an explicitly

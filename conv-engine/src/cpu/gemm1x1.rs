@@ -7,7 +7,7 @@ use crate::error::ConvError;
 use crate::problem::{ConvDType, ConvProblem};
 use half::f16;
 use implicit_gemm::cpu::Element;
-use implicit_gemm::{ConvGeometry, ConvKind};
+use implicit_gemm::{ConvGeometry, ConvKind, Epilogue};
 use std::any::TypeId;
 
 /// The gemm crate keeps one L2-sized packing slab per thread.
@@ -43,13 +43,17 @@ pub(super) fn workspace_bytes(problem: &ConvProblem, chunk: &Chunk, threads: usi
     Some(threads * l2_slab_bytes() + (k * pixels + m * k) * 4)
 }
 
-/// Output rows `rows` of every image in `g`. Checks, before the unsafe GEMM, that `g` is
-/// a geometry this algorithm runs and that every slice holds what `g` addresses.
+/// Output rows `rows` of every image in `g`, with `epilogue` (residual indexed as `out`)
+/// applied with the bias in one pass over each output block right after its GEMM.
+/// Checks, before the unsafe GEMM, that `g` is a geometry this algorithm runs and that
+/// every slice holds what `g` addresses.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run<T: Element>(
     g: &ConvGeometry,
     x: &[T],
     w: &[T],
     bias: Option<&[T]>,
+    epilogue: &Epilogue<&[T]>,
     out: &mut [T],
     rows: std::ops::Range<usize>,
     threads: usize,
@@ -76,6 +80,7 @@ pub(super) fn run<T: Element>(
     super::check_len("weight", Some(w.len()), g.weight_len())?;
     super::check_len("output", Some(out.len()), g.output_len())?;
     super::check_len("bias", bias.map(<[T]>::len), g.out_channels)?;
+    super::check_len("residual", epilogue.residual.map(<[T]>::len), g.output_len())?;
     let (m, k) = (g.out_channels_per_group(), g.in_channels_per_group());
     let pixels = rows.len() * q;
     let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
@@ -103,14 +108,26 @@ pub(super) fn run<T: Element>(
                 )?
             };
         }
-    }
-    if let Some(b) = bias {
-        for n in 0..g.batch {
-            for ch in 0..g.out_channels {
-                let bv = b[ch].to_f32();
-                let dst = &mut out[((n * g.out_channels + ch) * p + rows.start) * q..][..pixels];
-                dst.iter_mut().for_each(|v| *v = T::from_f32(v.to_f32() + bv));
-            }
+        // Bias and epilogue in one pass over this image's output rows, while the last
+        // GEMM's blocks may still be in cache.
+        if bias.is_some() || !epilogue.is_plain() {
+            use rayon::prelude::*;
+            let image = &mut out[n * g.out_channels * p * q..(n + 1) * g.out_channels * p * q];
+            image.par_chunks_mut(p * q).enumerate().for_each(|(ch, plane)| {
+                let bv = bias.map_or(0.0, |b| b[ch].to_f32());
+                let start = ((n * g.out_channels + ch) * p + rows.start) * q;
+                let dst = &mut plane[rows.start * q..][..pixels];
+                match epilogue.residual {
+                    None if epilogue.is_plain() => dst.iter_mut().for_each(|v| *v = T::from_f32(v.to_f32() + bv)),
+                    res => {
+                        let res = res.map(|r| &r[start..start + pixels]);
+                        for (j, v) in dst.iter_mut().enumerate() {
+                            let r = res.map_or(0.0, |r| r[j].to_f32());
+                            *v = T::from_f32(epilogue.apply(v.to_f32() + bv, r));
+                        }
+                    }
+                }
+            });
         }
     }
     Ok(())
@@ -194,17 +211,17 @@ mod tests {
     fn checks_geometry_rows_and_lengths_before_the_gemm() {
         let g = geometry(3);
         let (x, w, mut out) = (vec![1f32; g.input_len()], vec![1f32; g.weight_len()], vec![0f32; g.output_len()]);
-        let e = run(&g, &x, &w, None, &mut out, 0..4, 1).unwrap_err();
+        let e = run(&g, &x, &w, None, &Epilogue::default(), &mut out, 0..4, 1).unwrap_err();
         assert!(matches!(e, ConvError::AlgorithmUnsupported { algorithm: "Gemm1x1", .. }), "{e:?}");
         let g = geometry(1);
         let (x, w, mut out) = (vec![1f32; g.input_len()], vec![1f32; g.weight_len()], vec![0f32; g.output_len()]);
-        let e = run(&g, &x, &w, None, &mut out, 0..7, 1).unwrap_err();
+        let e = run(&g, &x, &w, None, &Epilogue::default(), &mut out, 0..7, 1).unwrap_err();
         assert!(matches!(e, ConvError::Parameter { param: "output rows", .. }), "{e:?}");
-        let e = run(&g, &x[..x.len() - 1], &w, None, &mut out, 0..6, 1).unwrap_err();
+        let e = run(&g, &x[..x.len() - 1], &w, None, &Epilogue::default(), &mut out, 0..6, 1).unwrap_err();
         assert!(matches!(e, ConvError::BufferLength { what: "input", len: 143, needed: 144, .. }), "{e:?}");
-        let e = run(&g, &x, &w, Some(&[0.0]), &mut out, 0..6, 1).unwrap_err();
+        let e = run(&g, &x, &w, Some(&[0.0]), &Epilogue::default(), &mut out, 0..6, 1).unwrap_err();
         assert!(matches!(e, ConvError::BufferLength { what: "bias", len: 1, needed: 2, .. }), "{e:?}");
-        run(&g, &x, &w, None, &mut out, 0..6, 1).unwrap();
+        run(&g, &x, &w, None, &Epilogue::default(), &mut out, 0..6, 1).unwrap();
         assert!(out.iter().all(|&v| v == 4.0));
     }
 }

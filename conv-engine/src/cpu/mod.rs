@@ -86,6 +86,28 @@ fn gflops_per_thread(alg: Algorithm, dtype: ConvDType, channels: usize) -> f64 {
     }
 }
 
+/// The share of a GEMM-based kernel's rate (measured on the VAE's wide layers) that a
+/// problem keeps: its `m` output channels padded to the tile's `mr` rows, with every
+/// packed element reused only `m` times (a narrow layer, e.g. conv_out 128→3, is mostly
+/// padding and packing), and a reduction of `k` that spends more on the accumulator tile
+/// than on FMAs when short (a 3-channel input). About 1 on the VAE's 128–512-channel
+/// layers; the 16s are the tile set-up cost in reduction steps, fitted to the A/B of
+/// 2026-12-04 (docs/measurements/2026-12-04-cpu-kernels.md).
+fn gemm_shape_efficiency(m: usize, mr: usize, k: usize) -> f64 {
+    let m_pad = m.div_ceil(mr) * mr;
+    let rows = (1.15 * m as f64 / (m_pad + 16) as f64).min(1.0);
+    let depth = (1.15 * k as f64 / (k + 16) as f64).min(1.0);
+    rows * depth
+}
+
+/// The vectorised direct convolution's GFLOP/s per thread (direct.rs): it reads the input
+/// in place, so it does not depend on the channel counts the way the GEMMs do. On the
+/// 2-core Zen 4 (shared, 2026-12-04) it ran conv_out 128→3 at 2.5x and 3→32 at 1.9x the
+/// implicit GEMM's speed in the same run; half-precision strips are staged (widened).
+fn direct_vectorised_gflops_per_thread(dtype: ConvDType) -> f64 {
+    if dtype == ConvDType::F32 { 30.0 } else { 25.0 }
+}
+
 /// The kernel a CPU plan runs: the algorithm and, where it has a choice, the microkernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CpuKernel {
@@ -116,8 +138,8 @@ impl CpuKernel {
 impl std::fmt::Display for CpuKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CpuKernel::ImplicitGemm(mk) => write!(f, "implicit-gemm/{mk:?}"),
-            CpuKernel::Winograd(tile, mk) => write!(f, "winograd-{tile}/{mk:?}"),
+            CpuKernel::ImplicitGemm(mk) => write!(f, "implicit-gemm/{mk}"),
+            CpuKernel::Winograd(tile, mk) => write!(f, "winograd-{tile}/{mk}"),
             CpuKernel::CandleIm2col => f.write_str("candle-im2col"),
             CpuKernel::Gemm1x1 => f.write_str("gemm1x1"),
             CpuKernel::Direct => f.write_str("direct"),
@@ -196,6 +218,21 @@ impl CpuCatalog {
         winograd::WinogradPlan::fitted(problem, tile, chunk, &chunk_geometry(problem, chunk), mk, self.threads, limit)
     }
 
+    /// The scratch of the vectorised direct convolution for a chunk, if it runs it: where
+    /// the geometry vectorises on this catalog's ISA and the scratch fits `limit`; else
+    /// `Direct` is the scalar loop, which needs no workspace.
+    fn direct_vectorised_bytes(&self, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
+        let g = chunk_geometry(problem, chunk);
+        if !direct::vectorises(&g, self.kernel) {
+            return None;
+        }
+        let floats = match problem.dtype() {
+            ConvDType::F32 => direct::vectorised_scratch_floats::<f32>(&g, self.threads),
+            _ => direct::vectorised_scratch_floats::<f16>(&g, self.threads),
+        };
+        (floats * 4 <= limit).then_some(floats * 4)
+    }
+
     /// The executor plan for a chunk, with tiles shrunk (down to one worker) until its
     /// workspace fits `limit` where that is possible.
     fn implicit_plan(&self, mk: MicroKernel, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> CpuConvPlan {
@@ -230,8 +267,9 @@ impl AlgorithmCatalog for CpuCatalog {
     fn kernel(&self, alg: Algorithm, problem: &ConvProblem, _chunking: Chunking, limit: usize) -> Option<CpuKernel> {
         match alg {
             Algorithm::ImplicitGemm => Some(CpuKernel::ImplicitGemm(self.kernel)),
+            // Winograd's batched GEMMs pack for the 6x16 tile: the same ISA with that tile.
             Algorithm::Winograd => winograd::supports(problem)
-                .then(|| CpuKernel::Winograd(self.winograd_tile(problem, limit), self.kernel)),
+                .then(|| CpuKernel::Winograd(self.winograd_tile(problem, limit), self.kernel.narrow())),
             Algorithm::Im2colGemm => Some(CpuKernel::CandleIm2col),
             Algorithm::Gemm1x1 => Some(CpuKernel::Gemm1x1),
             Algorithm::Direct => Some(CpuKernel::Direct),
@@ -242,7 +280,7 @@ impl AlgorithmCatalog for CpuCatalog {
     fn workspace_bytes(&self, kernel: &CpuKernel, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
         match *kernel {
             CpuKernel::ImplicitGemm(mk) => Some(self.implicit_plan(mk, problem, chunk, limit).workspace_bytes()),
-            CpuKernel::Direct => Some(0),
+            CpuKernel::Direct => Some(self.direct_vectorised_bytes(problem, chunk, limit).unwrap_or(0)),
             CpuKernel::CandleIm2col => candle_conv::workspace_bytes(problem, chunk, self.threads),
             CpuKernel::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
             CpuKernel::Winograd(tile, mk) => {
@@ -257,10 +295,21 @@ impl AlgorithmCatalog for CpuCatalog {
         let share = (chunk.batch.len() * chunk.rows.len()) as f64 / (g.batch * g.out_hw()[0]) as f64;
         let flops = g.flops() as f64 * share;
         let channels = g.in_channels.min(g.out_channels);
-        let per_thread = match *kernel {
+        let mut per_thread = match *kernel {
             CpuKernel::Winograd(WinogradTile::F4, _) => winograd_f4_gflops_per_thread(problem.dtype(), channels),
             _ => gflops_per_thread(alg, problem.dtype(), channels),
         };
+        let (m, c) = (g.out_channels_per_group(), g.in_channels_per_group());
+        // (Winograd's rates were measured on Real-CUGAN's and the VAE's shapes whole: no
+        // shape factor on top.)
+        match *kernel {
+            CpuKernel::ImplicitGemm(mk) => per_thread *= gemm_shape_efficiency(m, mk.mr(), c * g.taps()),
+            CpuKernel::Gemm1x1 => per_thread *= gemm_shape_efficiency(m, 16, c),
+            CpuKernel::Direct if direct::vectorises(&chunk_geometry(problem, chunk), self.kernel) => {
+                per_thread = direct_vectorised_gflops_per_thread(problem.dtype())
+            }
+            _ => {}
+        }
         let rate = per_thread * 1e9 * self.threads as f64;
         // Small problems are dominated by fixed costs (thread start-up, packing set-up).
         let fixed = match alg {
@@ -323,6 +372,28 @@ impl CpuConv {
     /// The plan the dispatcher chooses for `problem` now.
     pub fn plan(&self, problem: &ConvProblem) -> Result<CpuPlan, ConvError> {
         self.dispatcher.plan(problem, self.budget_state())
+    }
+
+    /// The part of `plan`'s workspace that is the gemm crate's own buffers (`Gemm1x1` on
+    /// a whole image, whose operands it reads in place, and candle's im2col): its
+    /// per-thread L2 packing slab, allocated on a thread's first GEMM and kept for the
+    /// process, and its operand packing, done only for wide outputs. The workspace counts
+    /// them, as a first run allocates them; a memory plan of a later run holds them apart
+    /// (upper bounds, not part of the exact walk). 0 for the kernels that pack themselves.
+    pub fn gemm_crate_bytes(&self, plan: &CpuPlan) -> usize {
+        let threads = self.dispatcher.catalog().threads;
+        match plan.kernel() {
+            // Row chunks are strided operands, which the crate packs into a buffer of its
+            // own per call (measured: the whole figure, on top of what is live).
+            CpuKernel::Gemm1x1 if plan.chunk_count() == 1 => plan.workspace_bytes(),
+            CpuKernel::CandleIm2col => plan
+                .chunks()
+                .iter()
+                .filter_map(|c| candle_conv::gemm_crate_bytes(plan.problem(), c, threads))
+                .max()
+                .unwrap_or(0),
+            _ => 0,
+        }
     }
 
     pub fn conv2d(
@@ -407,8 +478,9 @@ impl CpuConv {
     }
 
     /// Runs a given plan with an epilogue: `out = (act(conv + bias) + residual) · scale`.
-    /// The implicit GEMM and Winograd apply it in their write-out; the other kernels in one
-    /// pass after.
+    /// The implicit GEMM, Winograd (in its output transform), `Gemm1x1` and the vectorised
+    /// direct convolution apply it in their write-out; the other kernels (candle's im2col,
+    /// the scalar direct loop) in one pass after.
     ///
     /// The plan is checked again before anything runs: the tensors must be what its
     /// problem says, and this engine's catalog must accept its kernel for every chunk
@@ -469,6 +541,11 @@ impl CpuConv {
         {
             return Err(unsupported(&format!(" (microkernel {mk:?} is not supported by this CPU)")));
         }
+        if let CpuKernel::Winograd(_, mk) = *plan.kernel()
+            && !mk.is_narrow()
+        {
+            return Err(unsupported(&format!(" (Winograd packs for the 6x16 tile; microkernel {mk} has another)")));
+        }
         if plan.kernel().algorithm() != plan.algorithm() {
             return Err(unsupported(&format!(" (kernel {} is not one of this algorithm)", plan.kernel())));
         }
@@ -521,20 +598,29 @@ impl CpuConv {
         check_len("bias", b.map(<[T]>::len), g.out_channels)?;
         let mut out = output_buffer::<T>(&self.meter, g.output_len())?;
         let (img_in, img_out) = (g.input_len() / g.batch, g.output_len() / g.batch);
+        let catalog = self.dispatcher.catalog();
+        // Kernels that apply the epilogue in their write-out: no second pass below.
+        let fused = match kernel {
+            CpuKernel::ImplicitGemm(_) | CpuKernel::Winograd(..) | CpuKernel::Gemm1x1 => true,
+            CpuKernel::Direct => plan
+                .chunks()
+                .iter()
+                .all(|c| catalog.direct_vectorised_bytes(problem, c, plan.workspace_limit()).is_some()),
+            _ => false,
+        };
         for chunk in plan.chunks() {
             let gc = chunk_geometry(problem, &chunk);
             let xs = &x[chunk.batch.start * img_in..chunk.batch.end * img_in];
             let os = &mut out[chunk.batch.start * img_out..chunk.batch.end * img_out];
-            let catalog = self.dispatcher.catalog();
+            let chunk_epilogue = Epilogue {
+                activation: epilogue.activation,
+                residual: res.map(|r| &r[chunk.batch.start * img_out..chunk.batch.end * img_out]),
+                scale: epilogue.scale,
+            };
             match kernel {
                 CpuKernel::ImplicitGemm(mk) => {
                     let exec = catalog.implicit_plan(mk, problem, &chunk, plan.workspace_limit());
                     let mut ws = self.meter.alloc_f32(exec.workspace_floats())?;
-                    let chunk_epilogue = Epilogue {
-                        activation: epilogue.activation,
-                        residual: res.map(|r| &r[chunk.batch.start * img_out..chunk.batch.end * img_out]),
-                        scale: epilogue.scale,
-                    };
                     exec.run_fused(xs, w, b, &chunk_epilogue, os, &mut ws);
                 }
                 CpuKernel::Winograd(tile, mk) => {
@@ -555,15 +641,22 @@ impl CpuConv {
                     };
                     exec.run(xs, w, b, &chunk_epilogue, os, &mut ws);
                 }
+                CpuKernel::Direct if fused => {
+                    let threads = catalog.threads;
+                    let mut ws = self.meter.alloc_f32(direct::vectorised_scratch_floats::<T>(&gc, threads))?;
+                    let (rows, ep) = (chunk.rows.clone(), &chunk_epilogue);
+                    direct::direct_vectorised(catalog.kernel, &gc, xs, w, b, ep, os, rows, threads, &mut ws);
+                }
                 CpuKernel::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
-                CpuKernel::Gemm1x1 => gemm1x1::run(&gc, xs, w, b, os, chunk.rows.clone(), catalog.threads)?,
+                CpuKernel::Gemm1x1 => {
+                    gemm1x1::run(&gc, xs, w, b, &chunk_epilogue, os, chunk.rows.clone(), catalog.threads)?
+                }
                 // Ran whole above; never reaches the loop.
                 CpuKernel::CandleIm2col => {}
             }
         }
         let out = Tensor::from_vec(out, problem.output_shape(), &Device::Cpu)?;
-        // ImplicitGemm and Winograd apply the epilogue in their write-out.
-        if matches!(kernel, CpuKernel::ImplicitGemm(_) | CpuKernel::Winograd(..)) {
+        if fused {
             return Ok(out);
         }
         apply_epilogue::<T>(out, &whole_epilogue)

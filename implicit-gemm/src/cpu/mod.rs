@@ -3,9 +3,11 @@
 //! Per (image, group, phase) the convolution is a GEMM whose right-hand matrix is the
 //! virtual im2col matrix. The executor walks it in column blocks of `nc` output pixels;
 //! for each block it packs `kc`-row slices of the virtual matrix straight from the input
-//! into 16-column panels (no im2col buffer ever exists), runs the 6×16 microkernel against
-//! the weights (packed once per call into 6-row panels), and accumulates in an f32 tile
-//! that the epilogue adds the bias to and narrows into the output.
+//! into `nr`-column panels (no im2col buffer ever exists), runs the `mr × nr` microkernel
+//! (the tile is the kernel's: 6×16 for AVX2, 14×32 for AVX-512) against the weights
+//! (packed once per call into `mr`-row panels), and accumulates in an f32 tile that the
+//! epilogue (bias, activation, residual, scale) finishes and narrows into the output in
+//! the same pass.
 //!
 //! Workspace is exactly [`CpuConvPlan::workspace_bytes`]: the packed weights plus, per
 //! worker, one packed block and one accumulator tile. It does not grow with the image.
@@ -13,9 +15,11 @@
 mod element;
 mod microkernel;
 mod pack;
+#[cfg(target_arch = "x86_64")]
+pub mod simd;
 
 pub use element::Element;
-pub use microkernel::{MR, MicroKernel, NR};
+pub use microkernel::{MAX_NR, MR, MicroKernel, NR};
 
 use crate::epilogue::Epilogue;
 use crate::geometry::{ConvGeometry, ConvKind, Phase, phases};
@@ -27,26 +31,28 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub struct CpuTiling {
     /// Reduction rows per packed block.
     pub kc: usize,
-    /// Output pixels (GEMM columns) per work unit; a multiple of [`NR`], at most 512.
+    /// Output pixels (GEMM columns) per work unit; a multiple of the kernel's `nr`, at
+    /// most 512.
     pub nc: usize,
-    /// Output channels per inner block (a multiple of [`MR`]): the `mc × kc` slice of
-    /// packed weights the inner loops sweep while one packed block column sits in L1.
+    /// Output channels per inner block (a multiple of the kernel's `mr`): the `mc × kc`
+    /// slice of packed weights the inner loops sweep while one packed panel sits in L1.
     pub mc: usize,
 }
 
 impl CpuTiling {
-    /// BLIS-style blocking for a Zen/Skylake-class core (32 KiB L1, ≥ 512 KiB L2): a
-    /// `kc × 16` packed panel (16 KiB) stays in L1 while the `mc × kc` weights block
-    /// (≤ 144 KiB) and the `kc × nc` packed block (≤ 128 KiB) share L2.
-    pub fn for_gemm(m: usize, k: usize, n: usize) -> Self {
-        let m_pad = m.div_ceil(MR) * MR;
-        let kc = 256.min(k.max(1));
+    /// BLIS-style blocking for a Zen/Skylake-class core (32 KiB L1, ≥ 512 KiB L2) and
+    /// `kernel`'s tile: a `kc × nr` packed panel (16 KiB) stays in L1 while the `mc × kc`
+    /// weights block (≤ 144 KiB) and the `kc × nc` packed block (≤ 128 KiB) share L2.
+    pub fn for_gemm(kernel: MicroKernel, m: usize, k: usize, n: usize) -> Self {
+        let (mr, nr) = (kernel.mr(), kernel.nr());
+        let m_pad = m.div_ceil(mr) * mr;
+        let kc = (4096 / nr).min(k.max(1));
         // 128 columns: with mc = 144 and kc = 256 the weights block (144 KiB), the packed
         // block (128 KiB) and the C rows of one mc pass (72 KiB) all stay in a 512 KiB L2.
         // An A/B on Zen 3 (2 cores, 2026-12-02, commit 01c5c3d) found 256 columns slower
         // on every VAE shape; the resulting speeds are in docs/measurements/*-cpu-conv.md.
-        let nc = n.div_ceil(NR).clamp(1, 128 / NR) * NR;
-        let mc = m_pad.min(144);
+        let nc = n.div_ceil(nr).clamp(1, 128usize.div_ceil(nr)) * nr;
+        let mc = m_pad.min(144usize.div_ceil(mr) * mr);
         CpuTiling { kc, nc, mc }
     }
 }
@@ -68,6 +74,9 @@ pub struct CpuConvPlan {
     tiling: CpuTiling,
     workers: usize,
     kernel: MicroKernel,
+    /// The kernel's tile.
+    mr: usize,
+    nr: usize,
     m_pad: usize,
     /// Offset of each phase's packed weights inside one group's packed weights (floats).
     a_offsets: Vec<usize>,
@@ -98,12 +107,13 @@ impl CpuConvPlan {
         let cg = geom.in_channels_per_group();
         let max_k = phases.iter().map(|ph| cg * ph.taps.len()).max().unwrap_or(0);
         let max_n = phases.iter().map(Phase::pixels).max().unwrap_or(0);
-        let mut tiling = tiling.unwrap_or_else(|| CpuTiling::for_gemm(m, max_k, max_n));
+        let (mr, nr) = (kernel.mr(), kernel.nr());
+        let mut tiling = tiling.unwrap_or_else(|| CpuTiling::for_gemm(kernel, m, max_k, max_n));
         tiling.kc = tiling.kc.clamp(1, max_k.max(1));
-        tiling.nc = tiling.nc.clamp(NR, pack::MAX_PANELS * NR).div_ceil(NR) * NR;
-        tiling.nc = tiling.nc.min(max_n.div_ceil(NR).max(1) * NR);
-        let m_pad = m.div_ceil(MR) * MR;
-        tiling.mc = (tiling.mc.max(MR) / MR * MR).min(m_pad.max(MR));
+        tiling.nc = tiling.nc.clamp(nr, pack::MAX_COLS / nr * nr).div_ceil(nr) * nr;
+        tiling.nc = tiling.nc.min(max_n.div_ceil(nr).max(1) * nr);
+        let m_pad = m.div_ceil(mr) * mr;
+        tiling.mc = (tiling.mc.max(mr) / mr * mr).min(m_pad.max(mr));
         let mut a_offsets = Vec::with_capacity(phases.len());
         let mut a_group_len = 0;
         for ph in &phases {
@@ -122,7 +132,7 @@ impl CpuConvPlan {
         }
         let workers = threads.clamp(1, units.len().max(1));
         assert!(kernel.is_supported(), "microkernel {kernel:?} not supported by this CPU");
-        CpuConvPlan { geom: *geom, phases, tiling, workers, kernel, m_pad, a_offsets, a_group_len, units }
+        CpuConvPlan { geom: *geom, phases, tiling, workers, kernel, mr, nr, m_pad, a_offsets, a_group_len, units }
     }
 
     /// Like [`Self::new`] with the default tiling, but shrinks the column block, then the
@@ -139,12 +149,13 @@ impl CpuConvPlan {
         let mut plan = Self::new(geom, rows.clone(), threads, kernel, None);
         let mut tiling = plan.tiling;
         let mut workers = threads;
+        let nr = kernel.nr();
         while plan.workspace_bytes() > max_bytes {
-            if tiling.nc > 4 * NR {
-                tiling.nc /= 2;
+            if tiling.nc > 4 * nr {
+                tiling.nc = (tiling.nc / 2).div_ceil(nr) * nr;
             } else if tiling.kc > 32 {
                 tiling.kc /= 2;
-            } else if tiling.nc > NR {
+            } else if tiling.nc > nr {
                 tiling.nc /= 2;
             } else if workers > 1 {
                 workers -= 1;
@@ -162,6 +173,10 @@ impl CpuConvPlan {
 
     pub fn workers(&self) -> usize {
         self.workers
+    }
+
+    pub fn kernel(&self) -> MicroKernel {
+        self.kernel
     }
 
     fn slot_floats(&self) -> usize {
@@ -244,8 +259,8 @@ impl CpuConvPlan {
         }
     }
 
-    /// Packs every (group, phase) weight matrix into 6-row panels: panel `i` holds, for
-    /// each reduction index `kk = c·taps + t`, the 6 weights of rows `6i..6i+6`.
+    /// Packs every (group, phase) weight matrix into `mr`-row panels: panel `i` holds, for
+    /// each reduction index `kk = c·taps + t`, the `mr` weights of rows `mr·i..mr·(i+1)`.
     fn pack_weights<T: Element>(&self, weight: &[T], a_pack: &mut [f32]) {
         let g = &self.geom;
         let (m, cg) = (g.out_channels_per_group(), g.in_channels_per_group());
@@ -263,13 +278,14 @@ impl CpuConvPlan {
                 }
                 // Panels are independent: pack them on the worker threads (a 512x512x3x3
                 // weight is 2.4M values, tens of milliseconds on one core).
+                let mr = self.mr;
                 let pack_panel = |(panel, panel_dst): (usize, &mut [f32])| {
                     for c in 0..cg {
                         for (t, tap) in ph.taps.iter().enumerate() {
                             let kk = c * ph.taps.len() + t;
-                            for i in 0..MR {
-                                let row = panel * MR + i;
-                                panel_dst[kk * MR + i] = if row < m {
+                            for i in 0..mr {
+                                let row = panel * mr + i;
+                                panel_dst[kk * mr + i] = if row < m {
                                     let tap_off = tap.r * ks + tap.s;
                                     let idx = match g.kind {
                                         ConvKind::Forward => ((group * m + row) * cg + c) * rs + tap_off,
@@ -285,9 +301,9 @@ impl CpuConvPlan {
                 };
                 if self.workers > 1 {
                     use rayon::prelude::*;
-                    dst.par_chunks_exact_mut(kdim * MR).enumerate().for_each(pack_panel);
+                    dst.par_chunks_exact_mut(kdim * mr).enumerate().for_each(pack_panel);
                 } else {
-                    dst.chunks_exact_mut(kdim * MR).enumerate().for_each(pack_panel);
+                    dst.chunks_exact_mut(kdim * mr).enumerate().for_each(pack_panel);
                 }
             }
         }
@@ -315,7 +331,8 @@ impl CpuConvPlan {
         let kdim = cg * ntaps;
         let nc = self.tiling.nc;
         let ncols = nc.min(ph.pixels() - unit.col_start);
-        let npanels = ncols.div_ceil(NR);
+        let (mr, nr) = (self.mr, self.nr);
+        let npanels = ncols.div_ceil(nr);
         let max_kc = self.slot_floats() / nc - self.m_pad;
         let (b_block, c_tile) = slot.split_at_mut(max_kc * nc);
         let ldc = nc;
@@ -330,18 +347,18 @@ impl CpuConvPlan {
         let mut kb = 0;
         while kb < kdim {
             let kcb = self.tiling.kc.min(kdim - kb);
-            pack::pack_b(x, [h, w], ph, kb..kb + kcb, unit.col_start, ncols, b_block);
-            let panels_m = self.m_pad / MR;
-            let panels_mc = self.tiling.mc / MR;
+            pack::pack_b(x, [h, w], ph, kb..kb + kcb, unit.col_start, ncols, nr, b_block);
+            let panels_m = self.m_pad / mr;
+            let panels_mc = self.tiling.mc / mr;
             for ic in (0..panels_m).step_by(panels_mc) {
                 for jr in 0..npanels {
-                    let b = b_block[jr * kcb * NR..].as_ptr();
+                    let b = b_block[jr * kcb * nr..].as_ptr();
                     for ir in ic..(ic + panels_mc).min(panels_m) {
-                        let a = a_phase[ir * kdim * MR + kb * MR..].as_ptr();
-                        let c = c_tile[ir * MR * ldc + jr * NR..].as_mut_ptr();
-                        // SAFETY: panels hold kcb·MR and kcb·NR floats; the C tile has
-                        // m_pad rows of ldc ≥ npanels·NR columns; the kernel was checked at
-                        // plan time.
+                        let a = a_phase[ir * kdim * mr + kb * mr..].as_ptr();
+                        let c = c_tile[ir * mr * ldc + jr * nr..].as_mut_ptr();
+                        // SAFETY: panels hold kcb·mr and kcb·nr floats; the C tile has
+                        // m_pad rows of ldc ≥ npanels·nr columns; the kernel (whose tile
+                        // is mr × nr) was checked at plan time.
                         unsafe { self.kernel.run(kcb, a, b, c, ldc, kb > 0) };
                     }
                 }

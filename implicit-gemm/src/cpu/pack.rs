@@ -1,21 +1,20 @@
 //! Packing slices of the virtual im2col matrix straight from the NCHW input.
 
 use super::element::Element;
-use super::microkernel::NR;
 use crate::geometry::Phase;
 use std::ops::Range;
 
-/// Most 16-column panels one packed block may hold (`nc ≤ 512`).
-pub(super) const MAX_PANELS: usize = 32;
+/// Most columns one packed block may hold (`nc ≤ 512`).
+pub(super) const MAX_COLS: usize = 512;
 /// Most runs a block can split into: at worst every column starts a new grid row.
-const MAX_RUNS: usize = MAX_PANELS * NR;
+const MAX_RUNS: usize = MAX_COLS;
 
 /// Consecutive columns of one panel that lie in one grid row, so their input column
 /// advances by a fixed step.
 #[derive(Clone, Copy, Default)]
 struct Run {
     /// Offset of the run's first column inside a packed row of the block
-    /// (`panel·kc·NR + column`); add `row·NR` for reduction row `row`.
+    /// (`panel·kc·nr + column`); add `row·nr` for reduction row `row`.
     dst: usize,
     len: usize,
     base_h: isize,
@@ -23,13 +22,15 @@ struct Run {
 }
 
 /// Packs reduction rows `rows` (row `kk = c·taps + t`) × columns
-/// `col_start..col_start + ncols` of `phase`'s virtual matrix into 16-column panels:
-/// panel `jr` occupies `dst[jr·kc·NR..]` with `NR` floats per row. Columns past `ncols` in
-/// the last panel are zero, as are taps that fall outside the input.
+/// `col_start..col_start + ncols` of `phase`'s virtual matrix into `nr`-column panels
+/// (`nr` the microkernel's, a multiple of 16): panel `jr` occupies `dst[jr·kc·nr..]` with
+/// `nr` floats per row. Columns past `ncols` in the last panel are zero, as are taps that
+/// fall outside the input.
 ///
 /// Rows are the outer loop so that the per-row work (channel, tap, input row) is shared by
-/// every panel of the block; the common case, a whole panel inside one input row, is a
-/// fixed-size 16-element copy.
+/// every panel of the block; the common case, a whole panel inside one input row, is
+/// fixed-size 16-element copies.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn pack_b<T: Element>(
     x: &[T],
     [h, w]: [usize; 2],
@@ -37,27 +38,28 @@ pub(super) fn pack_b<T: Element>(
     rows: Range<usize>,
     col_start: usize,
     ncols: usize,
+    nr: usize,
     dst: &mut [f32],
 ) {
+    debug_assert!(nr % 16 == 0 && ncols <= MAX_COLS);
     let kc = rows.len();
     let ntaps = phase.taps.len();
     let step_w = phase.base_step[1];
     let plane = h * w;
-    let npanels = ncols.div_ceil(NR);
-    debug_assert!(npanels <= MAX_PANELS);
+    let npanels = ncols.div_ceil(nr);
 
     let mut runs = [Run::default(); MAX_RUNS];
     let mut n_runs = 0;
     for jr in 0..npanels {
-        let first = jr * NR;
-        let width = NR.min(ncols - first);
+        let first = jr * nr;
+        let width = nr.min(ncols - first);
         let mut j = 0;
         while j < width {
             let lin = col_start + first + j;
             let (gi, gj) = (lin / phase.cols, lin % phase.cols);
             let len = (phase.cols - gj).min(width - j);
             runs[n_runs] = Run {
-                dst: jr * kc * NR + j,
+                dst: jr * kc * nr + j,
                 len,
                 base_h: gi as isize * phase.base_step[0] + phase.base0[0],
                 base_w: gj as isize * step_w + phase.base0[1],
@@ -68,11 +70,11 @@ pub(super) fn pack_b<T: Element>(
     }
     let runs = &runs[..n_runs];
     // Columns past `ncols` in the last panel stay zero for every row.
-    let tail = ncols % NR;
+    let tail = ncols % nr;
     if tail != 0 {
-        let last = (npanels - 1) * kc * NR;
+        let last = (npanels - 1) * kc * nr;
         for row in 0..kc {
-            dst[last + row * NR + tail..last + (row + 1) * NR].fill(0.0);
+            dst[last + row * nr + tail..last + (row + 1) * nr].fill(0.0);
         }
     }
 
@@ -81,7 +83,7 @@ pub(super) fn pack_b<T: Element>(
     for row in 0..kc {
         let tap = phase.taps[t];
         let channel = &x[c * plane..(c + 1) * plane];
-        let row_off = row * NR;
+        let row_off = row * nr;
         for run in runs {
             let d = &mut dst[run.dst + row_off..run.dst + row_off + run.len];
             let ih = run.base_h + tap.dh;
@@ -92,12 +94,11 @@ pub(super) fn pack_b<T: Element>(
             let src_row = &channel[ih as usize * w..(ih as usize + 1) * w];
             let iw0 = run.base_w + tap.dw;
             if step_w == 1 {
-                if run.len == NR && iw0 >= 0 && iw0 as usize + NR <= w {
+                if run.len == nr && iw0 >= 0 && iw0 as usize + nr <= w {
                     let s = iw0 as usize;
-                    T::widen_panel(
-                        src_row[s..s + NR].try_into().expect("16 elements"),
-                        d.try_into().expect("16 elements"),
-                    );
+                    for (src, d) in src_row[s..s + nr].chunks_exact(16).zip(d.chunks_exact_mut(16)) {
+                        T::widen_panel(src.try_into().expect("16 elements"), d.try_into().expect("16 elements"));
+                    }
                     continue;
                 }
                 let lo = (-iw0).clamp(0, run.len as isize) as usize;
