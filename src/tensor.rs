@@ -238,8 +238,20 @@ impl Tensor {
     /// ```
     pub fn full(value: f64, shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
         match device.rocm_context() {
+            // Made in its own dtype: an f64 tensor converted afterwards held 3x an f32
+            // map's bytes for a moment (5x f16's), which the VAE's memory plan did not see.
             None => {
-                Tensor::from_candle(candle_core::Tensor::full(value, shape, &device.candle())?.to_dtype(dtype)?, device)
+                use half::{bf16, f16};
+                let dev = device.candle();
+                let t = match dtype {
+                    DType::F32 => candle_core::Tensor::full(value as f32, shape, &dev)?,
+                    DType::F16 => candle_core::Tensor::full(f16::from_f64(value), shape, &dev)?,
+                    DType::BF16 => candle_core::Tensor::full(bf16::from_f64(value), shape, &dev)?,
+                    DType::F64 => candle_core::Tensor::full(value, shape, &dev)?,
+                    // Integer dtypes: through f64, as before (no map of them is large).
+                    _ => candle_core::Tensor::full(value, shape, &dev)?.to_dtype(dtype)?,
+                };
+                Tensor::from_candle(t, device)
             }
             Some(ctx) => {
                 let a = rocm_backend::ops::full(&ctx.device, dtype, shape.iter().product(), value)?;
