@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use rocm_vision::nn::Conv2d;
-use rocm_vision::{Conv2dParams, DType, Device, Padding2d, Tensor};
+use rocm_vision::{Conv2dParams, Padding2d, Tensor};
 
 /// `dst + src`, written into `dst`'s buffer when it can be (same shape and dtype, both
 /// contiguous, buffer not shared), so a residual add allocates nothing.
@@ -38,7 +38,8 @@ pub fn upsample2x_conv3x3(x: &Tensor, conv: &Conv2d, max_band_bytes: usize) -> R
     // so bands start on a source row, and at least 2 rows.
     let band = (rows_fit.saturating_sub(2) & !1).max(2);
     let (out_h, out_w) = (2 * h, 2 * w);
-    let out = zeros(&[n, k[0], out_h, out_w], x.dtype(), x.device())?;
+    // One allocation in its own dtype (Tensor::full's CPU path; the memory plan counts it once).
+    let out = Tensor::zeros(&[n, k[0], out_h, out_w], x.dtype(), x.device())?;
     let mut r0 = 0;
     while r0 < out_h {
         let r1 = (r0 + band).min(out_h);
@@ -56,22 +57,6 @@ pub fn upsample2x_conv3x3(x: &Tensor, conv: &Conv2d, max_band_bytes: usize) -> R
         r0 = r1;
     }
     Ok(out)
-}
-
-/// A zeroed tensor that is one allocation of its own bytes. On the CPU `Tensor::zeros`
-/// fills an f64 tensor and converts it (candle's `full` takes the fill value's type), so
-/// for a moment it holds 3x (f32) or 5x (f16/bf16) the output's bytes: at 1024² that was
-/// the decode's peak (the banded upsampler's output, 327 MB where the memory plan walks
-/// 268 MB). `vec![0; n]` is one zeroed allocation.
-fn zeros(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
-    let n = shape.iter().product();
-    let t = match (device.is_cpu(), dtype) {
-        (true, DType::F32) => Tensor::from_vec(vec![0f32; n], shape, device)?,
-        (true, DType::F16) => Tensor::from_vec(vec![half::f16::ZERO; n], shape, device)?,
-        (true, DType::BF16) => Tensor::from_vec(vec![half::bf16::ZERO; n], shape, device)?,
-        _ => Tensor::zeros(shape, dtype, device)?,
-    };
-    Ok(t)
 }
 
 #[cfg(test)]

@@ -91,8 +91,8 @@ fn gpu_every_fixture_matches_ncnn() {
             return;
         }
     };
-    // The GPU machine carries four of the models (scripts/gpu-apps-build.sh): models-se
-    // 2x, 3x and 4x, on RGB, odd-sized and RGBA inputs (7 cases).
+    // The GPU machine carries two of the models (scripts/gpu-apps-build.sh): models-se 2x
+    // and 4x, on RGB, odd-sized and RGBA inputs (4 cases).
     let (mut failures, ran) = fixtures_beyond(&models, &device, DType::F32, 1, true);
     let (f16, ran16) = fixtures_beyond(&models, &device, DType::F16, 3, true);
     failures.extend(f16);
