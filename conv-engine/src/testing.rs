@@ -298,6 +298,22 @@ pub fn activation_f64(a: crate::Activation, x: f64) -> f64 {
 /// `SKIPPED <test>: <reason>`. Written directly, not with `eprintln!`, which the test
 /// harness captures (and drops) for a test that passes: a skip is seen in every
 /// `cargo test` run (`cargo test 2>&1 | grep SKIPPED` lists them).
+/// The device `opened` gave, or `None` after a [`skipped`] line naming why; under
+/// `ROCM_VISION_REQUIRE_GPU=1` (the GPU tier) a device that did not open fails the test.
+pub fn device_or_skip<D, E: std::fmt::Display>(opened: Result<D, E>) -> Option<D> {
+    match opened {
+        Ok(d) => Some(d),
+        Err(e) => {
+            assert!(
+                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
+                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
+            );
+            skipped(format!("no ROCm device: {e}"));
+            None
+        }
+    }
+}
+
 pub fn skipped(reason: impl std::fmt::Display) {
     use std::io::Write;
     let thread = std::thread::current();

@@ -80,17 +80,7 @@ fn every_fixture_matches_ncnn_within_one_level() {
 fn gpu_every_fixture_matches_ncnn() {
     let test = "gpu_every_fixture_matches_ncnn";
     let Some(models) = common::models_or_skip(test) else { return };
-    let device = match Device::rocm(0) {
-        Ok(d) => d,
-        Err(e) => {
-            assert!(
-                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
-                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
-            );
-            common::skipped(format!("{test}: no ROCm device: {e}"));
-            return;
-        }
-    };
+    let Some(device) = common::rocm_or_skip(None) else { return };
     // The GPU machine carries two of the models (scripts/gpu-apps-build.sh): models-se 2x
     // and 4x, on RGB, odd-sized and RGBA inputs (4 cases).
     let (mut failures, ran) = fixtures_beyond(&models, &device, DType::F32, 1, true);

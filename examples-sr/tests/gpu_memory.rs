@@ -11,16 +11,8 @@ use rocm_vision::{Budget, DType, Device, Tensor};
 #[test]
 fn the_memory_estimate_matches_the_allocator_peak() {
     let Some(models) = common::models_or_skip("the_memory_estimate_matches_the_allocator_peak") else { return };
-    let dev = match Device::rocm_with_budget(0, Budget::bytes(24 << 30)) {
-        Ok(d) => d,
-        Err(e) => {
-            assert!(
-                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
-                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
-            );
-            common::skipped(format!("no ROCm device: {e}"));
-            return;
-        }
+    let Some(dev) = common::rocm_or_skip(Some(Budget::bytes(24 << 30))) else {
+        return;
     };
     let alloc = dev.rocm_device().expect("a ROCm device").allocator();
     let (h, w) = (540, 960);

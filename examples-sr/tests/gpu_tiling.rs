@@ -10,7 +10,7 @@ mod common;
 use examples_sr::image_io::Image;
 use examples_sr::models::{ModelKind, Variant};
 use examples_sr::upscale::{Options, TileSize};
-use rocm_vision::{Budget, DType, Device};
+use rocm_vision::{Budget, DType};
 
 const BUDGET: usize = 2 << 30;
 
@@ -31,17 +31,7 @@ fn image(w: usize, h: usize) -> Image {
 fn tile_auto_stays_in_the_default_budget_and_matches_the_whole_image() {
     let test = "tile_auto_stays_in_the_default_budget_and_matches_the_whole_image";
     let Some(models) = common::models_or_skip(test) else { return };
-    let dev = match Device::rocm_with_budget(0, Budget::bytes(64 << 30)) {
-        Ok(d) => d,
-        Err(e) => {
-            assert!(
-                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
-                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
-            );
-            common::skipped(format!("no ROCm device: {e}"));
-            return;
-        }
-    };
+    let Some(dev) = common::rocm_or_skip(Some(Budget::bytes(64 << 30))) else { return };
     let alloc = dev.rocm_device().expect("a ROCm device").allocator();
     // 1080p f16 in tiles of 320 (24 of 320x270) differed from the whole image until the
     // network ran its convs with size-independent rounding (split-K and rocBLAS's kernel

@@ -8,15 +8,5 @@ use rocm_vision::Device;
 pub use conv_engine::testing::skipped;
 
 pub fn gpu() -> Option<Device> {
-    match Device::rocm(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            assert!(
-                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
-                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
-            );
-            skipped(format!("no ROCm device: {e}"));
-            None
-        }
-    }
+    conv_engine::testing::device_or_skip(Device::rocm(0))
 }

@@ -84,15 +84,5 @@ pub use conv_engine::testing::skipped;
 /// The first ROCm device, or `None` after a `SKIPPED` line; with
 /// `ROCM_VISION_REQUIRE_GPU=1` (the GPU tier) a missing device fails the test instead.
 pub fn rocm_or_skip() -> Option<Device> {
-    match Device::rocm(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            assert!(
-                !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
-                "ROCM_VISION_REQUIRE_GPU=1 but {e}"
-            );
-            skipped(format!("no ROCm device ({e})"));
-            None
-        }
-    }
+    conv_engine::testing::device_or_skip(Device::rocm(0))
 }

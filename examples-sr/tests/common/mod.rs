@@ -118,3 +118,9 @@ pub fn synthetic(width: usize, height: usize, channels: usize, seed: u32) -> Ima
     }
     Image::from_u8(width, height, channels, data).expect("valid image")
 }
+
+/// ROCm GPU 0 (with its allocator's budget set to `budget` when given), or `None` after
+/// printing why the test skips (`ROCM_VISION_REQUIRE_GPU=1` makes a missing GPU a failure).
+pub fn rocm_or_skip(budget: Option<Budget>) -> Option<Device> {
+    conv_engine::testing::device_or_skip(budget.map_or_else(|| Device::rocm(0), |b| Device::rocm_with_budget(0, b)))
+}
