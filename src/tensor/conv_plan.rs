@@ -234,7 +234,8 @@ mod tests {
         let w = Tensor::ones(&[4, 4, 3, 3], DType::F32, &dev).unwrap();
         let (y, plan) = x.conv2d_with_plan(&w, None, &p).unwrap();
         assert_eq!(plan.algorithm, Algorithm::Direct);
-        assert_eq!((plan.chunks, plan.workspace_bytes), (1, 0));
+        // Whole; the vectorised direct conv stages edge strips per worker (a few KiB).
+        assert!(plan.chunks == 1 && plan.workspace_bytes < 64 << 10, "{plan}");
         // The centre pixel sees 3x3 taps over 4 channels of ones.
         assert_eq!(y.to_vec::<f32>().unwrap()[8 * 16 + 8], 36.0);
         assert!(plan.to_string().starts_with("Direct (direct) on cpu/"), "{plan}");
