@@ -27,16 +27,25 @@ use implicit_gemm::{ConvGeometry, Epilogue};
 /// (Real-CUGAN's 3-channel layers), 1.06-1.27 at 32, 1.24-1.47 at 64, 1.44-1.83 at 128,
 /// 1.35-2.13 at 256-512; scaled to ImplicitGemm's 55. f16 from the 2026-12-03 run
 /// (0.9-0.98 at 32, 0.99-1.28 at 64 and 128, 1.21-1.43 at 256 and up; ImplicitGemm 45).
+///
+/// Below 16 channels (a 3-channel input or output) Winograd's transforms dominate: with
+/// the AVX-512 kernels (2-core Zen 4, idle, 2026-12-04, `cargo bench --bench conv --
+/// --sizes 256 --only ... --algorithm ...`, docs/measurements/2026-12-04-cpu-conv.md)
+/// F(4x4) ran 3->32 at 32-38 GFLOP/s and 128->3 at 33, against the implicit GEMM's 72 and
+/// 25 and the vectorised direct conv's 55 and 49; its rates there are set to those
+/// figures per thread (F(2x2) and f16 scaled alike), where they were 40-45, which made the
+/// dispatcher choose Winograd for both at half the speed.
 fn winograd_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
     let f32_rate = match channels {
-        0..=15 => 40.0,
+        // Below 16 channels: see above.
+        0..=15 => 14.0,
         16..=32 => 65.0,
         33..=64 => 72.0,
         65..=128 => 85.0,
         _ => 95.0,
     };
     let half_rate = match channels {
-        0..=15 => 30.0,
+        0..=15 => 10.5,
         16..=32 => 38.0,
         33..=64 => 46.0,
         65..=128 => 50.0,
@@ -54,7 +63,7 @@ fn winograd_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
 /// F(4x4)'s f32 gain over F(2x2), not measured separately.
 fn winograd_f4_gflops_per_thread(dtype: ConvDType, channels: usize) -> f64 {
     let f32_rate = match channels {
-        0..=15 => 45.0,
+        0..=15 => 16.0,
         16..=32 => 74.0,
         33..=64 => 88.0,
         65..=128 => 100.0,
