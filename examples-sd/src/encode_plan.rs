@@ -38,23 +38,19 @@ pub struct EncodePlan {
 
 impl fmt::Display for EncodePlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "encode {}x{} {:?} on {}: peak {} (weights {} + encode {}, at {}{}); ",
-            self.width,
-            self.height,
-            self.dtype,
-            self.device,
-            format_bytes(self.peak),
-            format_bytes(self.weights),
-            format_bytes(self.encode_peak),
-            self.peak_at,
-            if self.engine_scratch > 0 {
-                format!("; + gemm packing kept per thread {}", format_bytes(self.engine_scratch))
-            } else {
-                String::new()
-            }
-        )?;
+        let head = crate::plan::PlanHead {
+            run: "encode",
+            width: self.width,
+            height: self.height,
+            dtype: self.dtype,
+            device: &self.device,
+            peak: self.peak,
+            weights: self.weights,
+            run_peak: self.encode_peak,
+            peak_at: &self.peak_at,
+            engine_scratch: self.engine_scratch,
+        };
+        write!(f, "{head}")?;
         match (self.budget, self.fits) {
             (None, _) => write!(f, "no budget given"),
             (Some(b), true) => write!(f, "fits the budget of {}", format_bytes(b)),

@@ -57,25 +57,64 @@ pub struct DecodePlan {
     pub conv_workspace: Option<usize>,
 }
 
-impl fmt::Display for DecodePlan {
+/// The first part of a decode's or an encode's plan line: the run, its peak and where
+/// the bytes go, e.g. `512x512 F32 on cpu: peak 1.2 GiB (weights 190 MiB + decode 1.0 GiB,
+/// at decoder.up_blocks.3.resnets.0); `.
+pub(crate) struct PlanHead<'a> {
+    /// `"decode"` or `"encode"`.
+    pub run: &'a str,
+    pub width: usize,
+    pub height: usize,
+    pub dtype: DType,
+    pub device: &'a str,
+    pub peak: usize,
+    pub weights: usize,
+    pub run_peak: usize,
+    pub peak_at: &'a str,
+    pub engine_scratch: usize,
+}
+
+impl fmt::Display for PlanHead<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // An encode says so first; a decode line starts with its size (as it always has).
+        if self.run != "decode" {
+            write!(f, "{} ", self.run)?;
+        }
         write!(
             f,
-            "{}x{} {:?} on {}: peak {} (weights {} + decode {}, at {}{}); ",
+            "{}x{} {:?} on {}: peak {} (weights {} + {} {}, at {}",
             self.width,
             self.height,
             self.dtype,
             self.device,
             format_bytes(self.peak),
             format_bytes(self.weights),
-            format_bytes(self.decode_peak),
-            self.peak_at,
-            if self.engine_scratch > 0 {
-                format!("; + gemm packing kept per thread {}", format_bytes(self.engine_scratch))
-            } else {
-                String::new()
-            }
+            self.run,
+            format_bytes(self.run_peak),
+            self.peak_at
         )?;
+        if self.engine_scratch > 0 {
+            write!(f, "; + gemm packing kept per thread {}", format_bytes(self.engine_scratch))?;
+        }
+        write!(f, "); ")
+    }
+}
+
+impl fmt::Display for DecodePlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let head = PlanHead {
+            run: "decode",
+            width: self.width,
+            height: self.height,
+            dtype: self.dtype,
+            device: &self.device,
+            peak: self.peak,
+            weights: self.weights,
+            run_peak: self.decode_peak,
+            peak_at: &self.peak_at,
+            engine_scratch: self.engine_scratch,
+        };
+        write!(f, "{head}")?;
         match (self.budget, self.fits, self.tiled) {
             (None, _, _) => write!(f, "no budget given"),
             (Some(b), true, _) => write!(f, "fits the budget of {} exactly (no tiling)", format_bytes(b)),
