@@ -452,3 +452,31 @@ fn pixel_shuffle_add_matches_the_cpu() {
         assert_eq!(og.to_vec::<f32>().unwrap(), oc.to_vec::<f32>().unwrap(), "pixel_shuffle_add {dt:?} bits");
     }
 }
+
+/// An index out of range is an error on the GPU as on the CPU, naming the index, for each
+/// indexing op and both index types; candle's "no index" sentinel (the type's maximum) is
+/// not one, and gives the CPU's result.
+#[test]
+fn out_of_range_indices_are_errors_as_on_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let cpu = Device::cpu();
+    let x = |d: &Device| Tensor::ones(&[2, 5, 3], DType::F32, d).unwrap();
+    for d in [&cpu, &g] {
+        let bad_u32 = Tensor::from_vec(vec![0u32, 5, 1], &[3], d).unwrap();
+        let bad_i64 = Tensor::from_vec(vec![0i64, -1, 1], &[3], d).unwrap();
+        let src = Tensor::ones(&[2, 3, 3], DType::F32, d).unwrap();
+        for ids in [&bad_u32, &bad_i64] {
+            assert!(x(d).index_select(ids, 1).is_err(), "{d}: index_select");
+            assert!(x(d).index_add(ids, &src, 1).is_err(), "{d}: index_add");
+        }
+        let gather_ids = Tensor::from_vec(vec![7u32; 2 * 3 * 3], &[2, 3, 3], d).unwrap();
+        assert!(x(d).gather(&gather_ids, 1).is_err(), "{d}: gather");
+        assert!(x(d).scatter(&gather_ids, &src, 1, true).is_err(), "{d}: scatter");
+    }
+    let e = x(&g).index_select(&Tensor::from_vec(vec![0u32, 5, 1], &[3], &g).unwrap(), 1).unwrap_err().to_string();
+    assert!(e.contains("index 5") && e.contains("length 5"), "{e}");
+    // The sentinel selects nothing (zeros) on both devices.
+    let none = |d: &Device| Tensor::from_vec(vec![u32::MAX, 2], &[2], d).unwrap();
+    let (c, gg) = (x(&cpu).index_select(&none(&cpu), 1).unwrap(), x(&g).index_select(&none(&g), 1).unwrap());
+    assert_eq!(c.to_vec::<f32>().unwrap(), gg.to_vec::<f32>().unwrap());
+}

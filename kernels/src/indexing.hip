@@ -4,8 +4,8 @@
 //
 // An index equal to the index type's maximum (u32::MAX, i64::MAX) is candle's "no index"
 // sentinel: index_select and gather write zero there, scatter and index_add skip it. Any
-// other index outside [0, dim) is treated the same way (the kernels cannot fail; candle's
-// CPU backend returns an error instead).
+// other index outside [0, dim) is treated the same way here, but never reaches a kernel:
+// the host checks the indices first and returns candle's error (rocm-backend indexing.rs).
 //
 // Entry points  index_select_<idx>_<dtype>, idx in u32 i64, every dtype
 //   (rv_i64 left, rv_i64 src_dim, rv_i64 right, rv_i64 n_ids, const I* ids, const T* src, T* out)

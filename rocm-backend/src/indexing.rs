@@ -4,10 +4,11 @@
 //! Every operand is read through its candle `Layout`; a non-contiguous view is copied to a
 //! contiguous array first. The shape rules are checked on the host by the `*_geometry`
 //! functions (no device needed) with errors that name the shapes and the dimension.
-//! Indices are not read back: an index equal to the index type's maximum is candle's
-//! "no index" sentinel (zero for index_select/gather, skipped by scatter/index_add), and
-//! any other index out of range is treated the same way on the GPU, where candle's CPU
-//! backend returns an error.
+//! An index equal to the index type's maximum is candle's "no index" sentinel (zero for
+//! index_select/gather, skipped by scatter/index_add). Any other index out of range is an
+//! error naming it, as on candle's CPU backend: the indices are read back and checked
+//! before the launch (one synchronisation per op; the kernels would treat such an index as
+//! the sentinel, a wrong answer without a word).
 
 use crate::buffer::DeviceArray;
 use crate::error::{Result, RocmError};
@@ -129,6 +130,31 @@ fn dense(op: &'static str, x: &DeviceArray, l: &Layout) -> Result<(DeviceArray, 
     if l.is_contiguous() { Ok((x.clone(), l.start_offset())) } else { Ok((contiguous(x, l)?, 0)) }
 }
 
+/// The `count` indices of `ids` from element `off` are each in `0..dim_len` or the "no
+/// index" sentinel (the type's maximum); else an error naming the first that is not.
+fn check_ids(op: &'static str, ids: &DeviceArray, off: usize, count: usize, dim_len: usize) -> Result<()> {
+    let first_bad = match ids.dtype {
+        DType::U32 => ids.to_vec::<u32>()?[off..off + count]
+            .iter()
+            .enumerate()
+            .find(|&(_, &v)| v != u32::MAX && v as usize >= dim_len)
+            .map(|(i, &v)| (i, v as i64)),
+        DType::I64 => ids.to_vec::<i64>()?[off..off + count]
+            .iter()
+            .enumerate()
+            .find(|&(_, &v)| v != i64::MAX && !(0..dim_len as i64).contains(&v))
+            .map(|(i, &v)| (i, v)),
+        other => return Err(RocmError::op(op, format!("indices must be u32 or i64, got {other:?}"))),
+    };
+    match first_bad {
+        None => Ok(()),
+        Some((i, v)) => Err(RocmError::op(
+            op,
+            format!("index {v} (element {i} of the indices) is out of range for a dimension of length {dim_len}"),
+        )),
+    }
+}
+
 fn same_device(op: &'static str, a: &DeviceArray, b: &DeviceArray) -> Result<()> {
     if !Arc::ptr_eq(a.device(), b.device()) {
         return Err(RocmError::op(op, "operands on different devices"));
@@ -177,6 +203,7 @@ fn gather_like(
     if n > 0 {
         let (s, s_off) = dense(op, src, src_l)?;
         let (i, i_off) = dense(op, ids, ids_l)?;
+        check_ids(op, &i, i_off, ids_l.shape().elem_count(), g.dim_len)?;
         let (a, b) = if op == "index_select" { (g.right, g.ids_len) } else { (g.ids_len, g.right) };
         launch(
             src.device(),
@@ -265,6 +292,7 @@ fn update(
     if columns > 0 && g.ids_len > 0 {
         let (s, s_off) = dense(op, src, src_l)?;
         let (i, i_off) = dense(op, ids, ids_l)?;
+        check_ids(op, &i, i_off, ids_l.shape().elem_count(), g.dim_len)?;
         launch(
             dst.device(),
             &Kernel::new(family, idx, d)?,
