@@ -43,8 +43,8 @@ pub(super) struct Padded {
     inv: f32,
     /// A tile window's samples, kept from one window to the next: a fresh buffer per tile
     /// costs its page faults again each time (0.3-0.9 ms of GPU idle per 480x360 tile on
-    /// the H200 host, 2026-12-04 timeline).
-    scratch: Mutex<Planes>,
+    /// the H200 host, 2026-12-04 timeline). The f32 or the 8-bit one, as the planes are.
+    scratch: Mutex<(Vec<f32>, Vec<u8>)>,
 }
 
 impl Padded {
@@ -96,11 +96,7 @@ impl Padded {
     }
 
     fn new(planes: Planes, h: usize, w: usize, inv: f32) -> Padded {
-        let scratch = Mutex::new(match planes {
-            Planes::F32(_) => Planes::F32(Vec::new()),
-            Planes::Levels(_) => Planes::Levels(Vec::new()),
-        });
-        Padded { planes, h, w, inv, scratch }
+        Padded { planes, h, w, inv, scratch: Default::default() }
     }
 
     /// The planes, for the next image's [`Self::of`].
@@ -154,18 +150,18 @@ impl Padded {
         }
         let at = (rows.start, cols.start);
         let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(match (&self.planes, &mut *scratch) {
-            (Planes::F32(v), _) if whole => Tensor::from_slice(v, &shape, device)?,
-            (Planes::Levels(v), _) if whole => self.normalised(Tensor::from_slice(v, &shape, device)?)?,
-            (Planes::F32(v), Planes::F32(buf)) => {
-                copy(v, buf, (h, w), at, (th, tw));
-                Tensor::from_slice(buf, &shape, device)?
+        let (f32s, u8s) = &mut *scratch;
+        Ok(match &self.planes {
+            Planes::F32(v) if whole => Tensor::from_slice(v, &shape, device)?,
+            Planes::Levels(v) if whole => self.normalised(Tensor::from_slice(v, &shape, device)?)?,
+            Planes::F32(v) => {
+                copy(v, f32s, (h, w), at, (th, tw));
+                Tensor::from_slice(f32s, &shape, device)?
             }
-            (Planes::Levels(v), Planes::Levels(buf)) => {
-                copy(v, buf, (h, w), at, (th, tw));
-                self.normalised(Tensor::from_slice(buf, &shape, device)?)?
+            Planes::Levels(v) => {
+                copy(v, u8s, (h, w), at, (th, tw));
+                self.normalised(Tensor::from_slice(u8s, &shape, device)?)?
             }
-            _ => return Err(Error::Internal("a padded image's scratch of the other kind".into())),
         })
     }
 
