@@ -18,6 +18,7 @@ pub enum Activation {
 }
 
 impl Activation {
+    #[inline]
     pub fn apply(self, x: f32) -> f32 {
         match self {
             Activation::Identity => x,
@@ -102,6 +103,28 @@ impl<R> Epilogue<R> {
     pub fn apply(&self, acc: f32, residual: f32) -> f32 {
         (self.activation.apply(acc) + residual) * self.scale
     }
+
+    /// [`Self::apply`] on a row of accumulators (bias included) in place, with `residual`
+    /// yielding the row's residual values in order (0 without one, as in `apply`). The
+    /// activation is matched once per row, so the loop vectorises: a match per value, not
+    /// inlined, was 14% of Real-CUGAN's CPU time (perf, 2026-12-04).
+    #[inline]
+    pub fn apply_row(&self, acc: &mut [f32], residual: Option<impl Iterator<Item = f32>>) {
+        #[inline(always)]
+        fn each(acc: &mut [f32], residual: Option<impl Iterator<Item = f32>>, scale: f32, act: impl Fn(f32) -> f32) {
+            match residual {
+                Some(r) => acc.iter_mut().zip(r).for_each(|(v, r)| *v = (act(*v) + r) * scale),
+                None => acc.iter_mut().for_each(|v| *v = (act(*v) + 0.0) * scale),
+            }
+        }
+        let scale = self.scale;
+        match self.activation {
+            Activation::Identity => each(acc, residual, scale, |x| x),
+            Activation::Relu => each(acc, residual, scale, |x| x.max(0.0)),
+            Activation::LeakyRelu(slope) => each(acc, residual, scale, |x| if x >= 0.0 { x } else { x * slope }),
+            act @ (Activation::Silu | Activation::Gelu) => each(acc, residual, scale, |x| act.apply(x)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -125,5 +148,24 @@ mod tests {
         assert_eq!(e.apply(-2.0, 3.0), 1.5);
         assert_eq!(e.apply(4.0, 1.0), 2.5);
         assert!(Epilogue::<()>::default().is_plain());
+    }
+
+    #[test]
+    fn a_row_matches_each_value() {
+        let xs: Vec<f32> = (0..37).map(|i| (i as f32 - 18.0) * 0.37).collect();
+        let res: Vec<f32> = (0..37).map(|i| (i as f32 * 0.91).sin()).collect();
+        for act in
+            [Activation::Identity, Activation::Relu, Activation::LeakyRelu(0.1), Activation::Silu, Activation::Gelu]
+        {
+            for residual in [None, Some(&res)] {
+                let e = Epilogue::<()>::default().with_activation(act).with_scale(0.75);
+                let mut row = xs.clone();
+                e.apply_row(&mut row, residual.map(|r| r.iter().copied()));
+                for (j, (&got, &x)) in row.iter().zip(&xs).enumerate() {
+                    let want = e.apply(x, residual.map_or(0.0, |r| r[j]));
+                    assert_eq!(got.to_bits(), want.to_bits(), "{act:?} residual {} at {j}", residual.is_some());
+                }
+            }
+        }
     }
 }

@@ -402,10 +402,8 @@ unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize>(
         let acc = &mut lanes[..valid];
         acc.iter_mut().for_each(|v| *v += bv);
         if !cx.epilogue.is_plain() {
-            let res = cx.epilogue.residual.map(|r| &r[start..start + valid]);
-            for (j, v) in acc.iter_mut().enumerate() {
-                *v = cx.epilogue.apply(*v, res.map_or(0.0, |r| r[j].to_f32()));
-            }
+            let res = cx.epilogue.residual.map(|r| r[start..start + valid].iter().map(|x| x.to_f32()));
+            cx.epilogue.apply_row(acc, res);
         }
         T::narrow(acc, dst);
     }

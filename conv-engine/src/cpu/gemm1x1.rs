@@ -121,10 +121,7 @@ pub(super) fn run<T: Element>(
                     None if epilogue.is_plain() => dst.iter_mut().for_each(|v| *v = T::from_f32(v.to_f32() + bv)),
                     res => {
                         let res = res.map(|r| &r[start..start + pixels]);
-                        for (j, v) in dst.iter_mut().enumerate() {
-                            let r = res.map_or(0.0, |r| r[j].to_f32());
-                            *v = T::from_f32(epilogue.apply(v.to_f32() + bv, r));
-                        }
+                        implicit_gemm::cpu::apply_epilogue_in_place(epilogue, bv, dst, res);
                     }
                 }
             });

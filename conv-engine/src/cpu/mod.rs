@@ -692,9 +692,7 @@ fn apply_epilogue<T: Element + WithDType>(out: Tensor, epilogue: &Epilogue<&[T]>
     const CHUNK: usize = 1 << 14;
     v.par_chunks_mut(CHUNK).enumerate().for_each(|(i, part)| {
         let res = epilogue.residual.map(|r| &r[i * CHUNK..i * CHUNK + part.len()]);
-        for (j, e) in part.iter_mut().enumerate() {
-            *e = T::from_f32(epilogue.apply(e.to_f32(), res.map_or(0.0, |r| r[j].to_f32())));
-        }
+        implicit_gemm::cpu::apply_epilogue_in_place(epilogue, 0.0, part, res);
     });
     Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
 }

@@ -146,3 +146,25 @@ impl Element for f64 {
         }
     }
 }
+
+/// `dst[j] = epilogue(dst[j] + bias, residual[j])` for stored values: widened through an
+/// f32 buffer a block at a time so [`Epilogue::apply_row`]'s loop vectorises.
+pub fn apply_epilogue_in_place<T: Element>(
+    epilogue: &crate::Epilogue<&[T]>,
+    bias: f32,
+    dst: &mut [T],
+    residual: Option<&[T]>,
+) {
+    const BLOCK: usize = 256;
+    let mut buf = [0f32; BLOCK];
+    for (i, chunk) in dst.chunks_mut(BLOCK).enumerate() {
+        let acc = &mut buf[..chunk.len()];
+        T::widen(chunk, acc);
+        if bias != 0.0 {
+            acc.iter_mut().for_each(|v| *v += bias);
+        }
+        let res = residual.map(|r| r[i * BLOCK..][..chunk.len()].iter().map(|x| x.to_f32()));
+        epilogue.apply_row(acc, res);
+        T::narrow(acc, chunk);
+    }
+}

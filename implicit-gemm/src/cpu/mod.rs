@@ -18,7 +18,7 @@ mod pack;
 #[cfg(target_arch = "x86_64")]
 pub mod simd;
 
-pub use element::Element;
+pub use element::{Element, apply_epilogue_in_place};
 pub use microkernel::{MAX_NR, MR, MicroKernel, NR};
 
 use crate::epilogue::Epilogue;
@@ -380,24 +380,32 @@ impl CpuConvPlan {
                 // A forward phase spans whole output rows: its pixels are contiguous.
                 let start = plane + ph.row0 * q + unit.col_start;
                 if !plain {
-                    let res = epilogue.residual.map(|r| &r[start..start + ncols]);
-                    for (j, v) in acc.iter_mut().enumerate() {
-                        *v = epilogue.apply(*v, res.map_or(0.0, |r| r[j].to_f32()));
-                    }
+                    let res = epilogue.residual.map(|r| r[start..start + ncols].iter().map(|x| x.to_f32()));
+                    epilogue.apply_row(acc, res);
                 }
                 // SAFETY: in bounds (row0·q + col_start + ncols ≤ p·q) and owned by this unit.
                 let dst = unsafe { std::slice::from_raw_parts_mut(out.0.add(start), ncols) };
                 T::narrow(acc, dst);
             } else {
-                for (j, v) in acc.iter().enumerate() {
-                    let lin = unit.col_start + j;
+                // A transposed phase's pixels are every col_step-th pixel of every
+                // row_step-th output row: one segment per phase row.
+                let (mut j, mut lin) = (0, unit.col_start);
+                while j < ncols {
                     let (i, jj) = (lin / ph.cols, lin % ph.cols);
-                    let (op, oq) = (ph.row0 + i * ph.row_step, ph.col0 + jj * ph.col_step);
-                    let idx = plane + op * q + oq;
-                    let v =
-                        if plain { *v } else { epilogue.apply(*v, epilogue.residual.map_or(0.0, |r| r[idx].to_f32())) };
-                    // SAFETY: (op, oq) is inside the output plane and owned by this unit.
-                    unsafe { *out.0.add(idx) = T::from_f32(v) };
+                    let run = (ph.cols - jj).min(ncols - j);
+                    let base = plane + (ph.row0 + i * ph.row_step) * q + ph.col0 + jj * ph.col_step;
+                    let step = ph.col_step;
+                    let seg = &mut acc[j..j + run];
+                    if !plain {
+                        let res = epilogue.residual.map(|r| (0..run).map(move |t| r[base + t * step].to_f32()));
+                        epilogue.apply_row(seg, res);
+                    }
+                    for (t, v) in seg.iter().enumerate() {
+                        // SAFETY: the pixel is inside the output plane and owned by this unit.
+                        unsafe { *out.0.add(base + t * step) = T::from_f32(*v) };
+                    }
+                    j += run;
+                    lin += run;
                 }
             }
         }

@@ -488,9 +488,8 @@ impl WinogradPlan {
                             }
                         }
                         if !plain {
-                            for (x, v) in buf[..M * NR].iter_mut().enumerate() {
-                                *v = finish(*v, row + x);
-                            }
+                            let res = epilogue.residual.map(|r| r[row..row + M * NR].iter().map(|x| x.to_f32()));
+                            epilogue.apply_row(&mut buf[..M * NR], res);
                         }
                         // SAFETY: row oy + i, columns ox..ox + 16·M of plane (n, k) are
                         // inside the chunk's output and belong to this (panel, k) job alone.
