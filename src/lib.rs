@@ -38,6 +38,7 @@ mod cpu;
 pub mod device;
 pub mod error;
 pub mod exact_sum;
+pub mod host_alloc;
 mod inplace;
 pub mod nn;
 pub mod prelude;

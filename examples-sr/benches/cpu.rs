@@ -17,7 +17,12 @@ use std::time::{Duration, Instant};
 use examples_sr::image_io::Image;
 use examples_sr::models::{ModelKind, Variant};
 use examples_sr::upscale::Options;
+use rocm_vision::host_alloc::ReusingAllocator;
 use rocm_vision::{Budget, DType, Tensor};
+
+/// As in the `realcugan` binary; the "no block reuse" rows turn its caching off.
+#[global_allocator]
+static ALLOC: ReusingAllocator = ReusingAllocator::new();
 
 struct Args {
     size: usize,
@@ -147,11 +152,20 @@ fn main() {
         secs(t.elapsed())
     };
     igemm_forward();
-    let (mut ours, mut igemm, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+    // The same network with every large block from the system allocator and back (page
+    // faults on every fresh map and workspace), in the same rounds.
+    let no_reuse_forward = || {
+        ALLOC.set_caching(false);
+        let t = forward();
+        ALLOC.set_caching(true);
+        t
+    };
+    let (mut ours, mut igemm, mut no_reuse, mut theirs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut ncnn_error = None;
     for _ in 0..a.runs {
         ours.push(forward());
         igemm.push(igemm_forward());
+        no_reuse.push(no_reuse_forward());
         if ncnn_error.is_none() {
             match ncnn_once() {
                 Ok(t) => theirs.push(t),
@@ -178,6 +192,18 @@ fn main() {
     };
     line("ours: network (untiled)", &ours);
     line("ours, implicit GEMM only: network", &igemm);
+    line("ours, no block reuse: network", &no_reuse);
+    let before = ALLOC.stats();
+    forward();
+    let after = ALLOC.stats();
+    println!(
+        "block pool, one network run: {} of {} large allocations reused, {} evicted; live at most {}, live + cached {}",
+        after.hits - before.hits,
+        after.hits - before.hits + after.misses - before.misses,
+        after.evictions - before.evictions,
+        rocm_vision::format_bytes(after.high_water_bytes),
+        rocm_vision::format_bytes(after.peak_footprint_bytes)
+    );
     println!("{:<34} {:>9} {ours_all:>9.3} {:>10.1}", "ours: whole upscale (pre/post too)", "", flops / ours_all / 1e9);
     match ncnn_error {
         None => {

@@ -19,6 +19,11 @@ use rocm_vision::Device;
 use jobs::Job;
 use opts::usage;
 
+/// Large freed blocks are reused instead of returned (no first-touch page faults for a
+/// map of a size seen before; see `rocm_vision::host_alloc`).
+#[global_allocator]
+static ALLOC: rocm_vision::host_alloc::ReusingAllocator = rocm_vision::host_alloc::ReusingAllocator::new();
+
 const AFTER_HELP: &str = "\
 Models: the ncnn Real-CUGAN models are not in the repository; `scripts/fetch-models.sh` (run from
 the repository root) downloads them into models/. Looked up in --model-dir, else $REALCUGAN_MODELS,
