@@ -253,7 +253,7 @@ impl Device {
     /// [`ConvRounding::SizeIndependent`] an output pixel's value depends only on the layer
     /// and its inputs, never on the image size, the chunking or the budget, which is what
     /// lossless tiling needs (Real-CUGAN's tiler uses it); on ROCm it gives up library GEMMs
-    /// and split-K. Tensors made on it, and the results of ops on them, carry the setting;
+    /// and split-K, on the CPU the gemm crate ([`conv_engine::CpuCatalog::with_rounding`]). Tensors made on it, and the results of ops on them, carry the setting;
     /// the handle stays equal to the others of its device (same engine, same budget).
     ///
     /// ```
@@ -398,7 +398,7 @@ impl Device {
     /// ```
     pub fn conv_workspace_bytes(&self, problem: &conv_engine::ConvProblem) -> Result<usize> {
         match &self.rocm {
-            None => Ok(self.cpu_conv.plan(problem)?.workspace_bytes()),
+            None => Ok(self.cpu_conv.plan_rounded(problem, self.conv_rounding)?.workspace_bytes()),
             Some(c) => {
                 let s = c.device.allocator().stats();
                 let state = conv_engine::BudgetState {

@@ -38,7 +38,6 @@ mod cpu;
 pub mod device;
 pub mod error;
 pub mod exact_sum;
-pub mod host_alloc;
 mod inplace;
 pub mod nn;
 pub mod prelude;
@@ -54,6 +53,8 @@ pub use candle_core::DType;
 /// what [`Device::conv_plan`] plans).
 pub use conv_engine;
 pub use conv_engine::ConvError;
+/// The pooling global allocator for programs on the CPU path ([`conv_engine::host_alloc`]).
+pub use conv_engine::host_alloc;
 pub use conv_engine::{
     Activation, Algorithm, Budget, Conv1dParams, Conv2dParams, ConvProblem, ConvRounding, Padding2d, format_bytes,
 };

@@ -5,11 +5,16 @@
 //! the sizes of a 256x256 image through the 2x model (net input 292x292). Alternating
 //! rounds, best of each, LeakyReLU(0.1) fused as the model has it; GFLOP/s of each
 //! problem's own FLOP count (a 1x1 form does the same FLOPs as its deconvolution).
-//! `cargo bench -p conv-engine --bench realcugan_layers [-- --only TEXT]`.
+//! `cargo bench -p conv-engine --bench realcugan_layers [-- --only TEXT] [--algorithm NAME]`.
+//! Large blocks are reused as in the `realcugan` binary (`host_alloc`): outputs and
+//! workspaces cost no page faults after the untimed first run of each.
 
 use candle_core::{DType, Device, Tensor};
 use conv_engine::{Activation, Algorithm, Budget, Conv2dParams, ConvProblem, CpuConv, Epilogue, Padding2d};
 use std::time::Instant;
+
+#[global_allocator]
+static ALLOC: conv_engine::host_alloc::ReusingAllocator = conv_engine::host_alloc::ReusingAllocator::new();
 
 struct Layer {
     name: &'static str,
@@ -37,6 +42,8 @@ const fn layer(
 
 fn main() {
     let only = std::env::args().skip_while(|a| a != "--only").nth(1);
+    let algorithm: Option<Algorithm> =
+        std::env::args().skip_while(|a| a != "--algorithm").nth(1).map(|a| a.parse().expect("--algorithm NAME"));
     let layers = [
         layer("deconvrelu_2 2x2 s2", true, 64, 258, 64, 2, 2, 0),
         layer("deconvrelu_2 as 1x1", false, 64, 258, 256, 1, 1, 0),
@@ -69,6 +76,7 @@ fn main() {
         let budget = Budget::bytes(64 << 20);
         let runs: Vec<_> = algorithms
             .iter()
+            .filter(|&&a| algorithm.is_none_or(|only| only == a))
             .filter_map(|&a| {
                 let engine = CpuConv::new(budget).with_allowed(&[a]);
                 let plan = engine.plan(&p).ok()?;

@@ -52,8 +52,9 @@ pub enum ConvRounding {
     /// bit. What lossless tiling needs. On ROCm: the implicit GEMM without split-K (any
     /// tile configuration sums each output in the same order), or direct convolution when
     /// its workspace does not fit; no library GEMM (rocBLAS and MIOpen pick kernels by
-    /// size). The CPU's dispatcher is unchanged by it (its Winograd tile is already chosen
-    /// by channels; its transform grid is the tiler's to align).
+    /// size). On the CPU: the implicit GEMM, Winograd (its tile chosen by channels, its
+    /// transform grid the tiler's to align) and the vectorised direct convolution, chosen
+    /// without their fixed per-call costs; not the gemm crate.
     SizeIndependent,
 }
 

@@ -11,6 +11,7 @@ pub mod dispatch;
 pub mod error;
 #[cfg(feature = "testing")]
 pub mod fuzz;
+pub mod host_alloc;
 mod params;
 pub mod problem;
 pub mod reference;

@@ -19,27 +19,37 @@ pub struct WorkspaceMeter {
 
 impl WorkspaceMeter {
     /// An f32 buffer of `len` elements, counted until dropped. Its contents are
-    /// unspecified (NaN): executors must write before they read. Fails cleanly (no abort)
-    /// when the memory cannot be had, or when the fault hook says so.
+    /// unspecified (NaN in builds with debug assertions, every test build; zeroed memory
+    /// from the allocator, no fill pass, in optimised ones): executors must write before
+    /// they read. Fails cleanly (no abort) when the memory cannot be had, or when the
+    /// fault hook says so.
     pub fn alloc_f32(&self, len: usize) -> Result<MeteredBuffer<'_>, ConvError> {
         let bytes = len.saturating_mul(std::mem::size_of::<f32>());
-        let data = self.try_vec(len, f32::NAN, "workspace")?;
+        let fill = if cfg!(debug_assertions) { f32::NAN } else { 0.0 };
+        let data = self.try_vec(len, fill, "workspace")?;
         let now = self.current.fetch_add(bytes, Ordering::Relaxed) + bytes;
         self.peak.fetch_max(now, Ordering::Relaxed);
         Ok(MeteredBuffer { data, meter: self, bytes })
     }
 
     /// A vector of `len` copies of `fill`, admitted through the fault hook and allocated
-    /// fallibly: an error, not an abort, when it cannot be had.
-    pub fn try_vec<T: Clone>(&self, len: usize, fill: T, what: &'static str) -> Result<Vec<T>, ConvError> {
+    /// fallibly: an error, not an abort, when it cannot be had. A zero `fill` takes zeroed
+    /// memory from the allocator (`alloc_zeroed`: fresh pages come zero from the kernel,
+    /// touched only when written) instead of writing it: `Vec::resize` wrote every byte
+    /// of every 68 MB convolution output once more before the convolution did.
+    pub fn try_vec<T: bytemuck::Pod>(&self, len: usize, fill: T, what: &'static str) -> Result<Vec<T>, ConvError> {
         let bytes = len.saturating_mul(std::mem::size_of::<T>());
         let index = self.allocations.fetch_add(1, Ordering::Relaxed) + 1;
         let fail_at = self.fail_at.load(Ordering::Relaxed);
         if fail_at != 0 && index == fail_at {
             return Err(ConvError::AllocationFailed { what, bytes, index, injected: true });
         }
+        let failed = || ConvError::AllocationFailed { what, bytes, index, injected: false };
+        if bytemuck::bytes_of(&fill).iter().all(|&b| b == 0) {
+            return zeroed_vec(len).ok_or_else(failed);
+        }
         let mut v = Vec::new();
-        v.try_reserve_exact(len).map_err(|_| ConvError::AllocationFailed { what, bytes, index, injected: false })?;
+        v.try_reserve_exact(len).map_err(|_| failed())?;
         v.resize(len, fill);
         Ok(v)
     }
@@ -92,6 +102,20 @@ impl std::ops::DerefMut for MeteredBuffer<'_> {
 impl Drop for MeteredBuffer<'_> {
     fn drop(&mut self) {
         self.meter.current.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// `len` zeros from the global allocator's `alloc_zeroed`; `None` when it cannot be had.
+fn zeroed_vec<T: bytemuck::Zeroable>(len: usize) -> Option<Vec<T>> {
+    let layout = std::alloc::Layout::array::<T>(len).ok()?;
+    if layout.size() == 0 {
+        return Some(std::iter::repeat_with(T::zeroed).take(len).collect());
+    }
+    // SAFETY: a non-zero size; all-zero bytes are a valid `T` (`Zeroable`); the vector
+    // owns the allocation with exactly the layout `Vec` itself would use for `len`.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut T;
+        (!ptr.is_null()).then(|| Vec::from_raw_parts(ptr, len, len))
     }
 }
 

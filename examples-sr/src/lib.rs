@@ -33,7 +33,7 @@ pub mod upscale;
 
 use std::path::PathBuf;
 
-use conv_engine::{Algorithm, Budget, CpuConv};
+use conv_engine::{Budget, ConvRounding, CpuConv};
 use rocm_vision::Device;
 
 /// Everything that can go wrong upscaling an image.
@@ -78,22 +78,19 @@ pub enum Error {
     Internal(String),
 }
 
-/// The CPU device the upscaler runs on: the conv engine restricted to implicit GEMM and
-/// Winograd, with `workspace` for convolution scratch.
+/// The CPU device the upscaler runs on, with `workspace` for convolution scratch and
+/// [`ConvRounding::SizeIndependent`] (which [`net::Network`] sets on any device).
 ///
-/// Why restricted: tiled output equals untiled output only if every convolution output
-/// pixel is computed the same way in both runs. The implicit-GEMM executor sums each pixel
-/// over the same reduction order whatever the image width or tile (its `kc` blocking
-/// depends on the layer's channels and kernel only, unless the workspace budget forces
-/// smaller blocks, which 64 MiB never does for these layers). Winograd's rounding also
-/// depends on where the pixel falls on its transform grid, which is anchored at output
-/// (0, 0): the tiler keeps tile origins on that grid and gives each tile enough extra
-/// context that its cut last transform tiles stay outside what it keeps
-/// ([`upscale::Upscaler::tile_align`], [`upscale::Upscaler::far_extension`]). Which of the
-/// two runs a layer depends on its channels only (the cost model's rates), and Winograd's
-/// tile size on whether F(4x4)'s transformed weights fit the workspace. The dispatcher's
-/// other choices (direct convolution for tiny problems, candle's im2col) sum in other
-/// orders and would be picked for some tile sizes and not others.
+/// Why: tiled output equals untiled output only if every convolution output pixel is
+/// computed the same way in both runs. Under that policy the CPU engine chooses among the
+/// implicit GEMM (each pixel sums its reduction in one order whatever the image width,
+/// tile or blocking), the vectorised direct convolution (each pixel its own SIMD lane) and
+/// Winograd, by the layer's channels and kernel alone, never by its size; the gemm crate
+/// (`Gemm1x1`, candle's im2col), which blocks as it likes, is left out. Winograd's
+/// rounding also depends on where the pixel falls on its transform grid, which is
+/// anchored at output (0, 0): the tiler keeps tile origins on that grid and gives each
+/// tile enough extra context that its cut last transform tiles stay outside what it keeps
+/// ([`upscale::Upscaler::tile_align`], [`upscale::Upscaler::far_extension`]).
 pub fn cpu_device(workspace: Budget) -> Device {
-    Device::cpu_with_engine(CpuConv::new(workspace).with_allowed(&[Algorithm::ImplicitGemm, Algorithm::Winograd]))
+    Device::cpu_with_engine(CpuConv::new(workspace)).with_conv_rounding(ConvRounding::SizeIndependent)
 }

@@ -40,7 +40,14 @@ impl Tensor {
                 let b = self.cpu_of(bias, op)?;
                 let r = self.cpu_of(epilogue.residual, op)?;
                 let ep = conv_engine::Epilogue { activation: epilogue.activation, residual: r, scale: epilogue.scale };
-                self.wrap_cpu(self.device.cpu_conv().run_fused(&problem, x, w, b, &ep)?)
+                self.wrap_cpu(self.device.cpu_conv().run_rounded(
+                    &problem,
+                    x,
+                    w,
+                    b,
+                    &ep,
+                    self.device.conv_rounding(),
+                )?)
             }
             (Storage::Rocm(x), Storage::Rocm(w)) => {
                 let ctx = self.device.rocm_context().expect("ROCm storage lives on a ROCm device");

@@ -88,8 +88,9 @@ impl Device {
         use conv_engine::AlgorithmCatalog;
         match self.rocm_context() {
             None => {
-                let plan = self.cpu_conv().plan(problem)?;
-                Ok(ConvPlanInfo::from_plan(self.cpu_conv().dispatcher().catalog().device_key(), &plan))
+                let plan = self.cpu_conv().plan_rounded(problem, self.conv_rounding())?;
+                let key = self.cpu_conv().dispatcher_for(self.conv_rounding()).catalog().device_key();
+                Ok(ConvPlanInfo::from_plan(key, &plan))
             }
             Some(ctx) => {
                 let plan = ctx.conv.plan_rounded(problem, self.conv_rounding())?;

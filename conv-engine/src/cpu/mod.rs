@@ -9,7 +9,7 @@ mod winograd;
 pub use winograd::{WINOGRAD_GRID, WinogradTile};
 
 use crate::budget::{Budget, DEFAULT_CPU_WORKSPACE, host_free_bytes};
-use crate::dispatch::{Algorithm, AlgorithmCatalog, BudgetState, Chunk, Chunking, Dispatcher, Plan};
+use crate::dispatch::{Algorithm, AlgorithmCatalog, BudgetState, Chunk, Chunking, ConvRounding, Dispatcher, Plan};
 use crate::error::ConvError;
 use crate::problem::{Conv1dParams, Conv2dParams, ConvDType, ConvProblem};
 use crate::workspace::WorkspaceMeter;
@@ -169,12 +169,37 @@ pub struct CpuCatalog {
     /// Winograd's tile when fixed ([`Self::with_winograd_tile`]); chosen per problem when
     /// `None`.
     winograd_tile: Option<WinogradTile>,
+    /// What the catalog offers ([`Self::with_rounding`]).
+    rounding: ConvRounding,
 }
 
 impl CpuCatalog {
     /// Uses rayon's current thread count and the best microkernel for this CPU.
     pub fn new() -> Self {
-        CpuCatalog { threads: rayon::current_num_threads(), kernel: MicroKernel::detect(), winograd_tile: None }
+        CpuCatalog {
+            threads: rayon::current_num_threads(),
+            kernel: MicroKernel::detect(),
+            winograd_tile: None,
+            rounding: ConvRounding::Fastest,
+        }
+    }
+
+    /// The catalog restricted to what `rounding` allows. Under
+    /// [`ConvRounding::SizeIndependent`]: the implicit GEMM (each output sums its k-blocks
+    /// in order whatever the column or reduction blocking), Winograd (its tile chosen by
+    /// channels, its transform grid the tiler's to align) and the vectorised direct
+    /// convolution (each pixel its own lane, the taps in one order); not the gemm crate
+    /// (`Gemm1x1`, candle's im2col), whose blocking is its own, nor the scalar direct loop.
+    /// Costs are then compared without their fixed per-call term, so a layer's choice
+    /// depends on its channels and kernel, not on its size: a tile chooses as the whole
+    /// image does.
+    pub fn with_rounding(mut self, rounding: ConvRounding) -> Self {
+        self.rounding = rounding;
+        self
+    }
+
+    pub fn rounding(&self) -> ConvRounding {
+        self.rounding
     }
 
     /// A specific microkernel (e.g. `Portable` to test it on an AVX2 machine). Panics if
@@ -266,11 +291,24 @@ impl AlgorithmCatalog for CpuCatalog {
     type Kernel = CpuKernel;
 
     fn device_key(&self) -> String {
-        format!("cpu/{:?}/{} threads", self.kernel, self.threads)
+        let rounding = match self.rounding {
+            ConvRounding::Fastest => "",
+            ConvRounding::SizeIndependent => " (size-independent rounding)",
+        };
+        format!("cpu/{:?}/{} threads{rounding}", self.kernel, self.threads)
     }
 
     fn algorithms(&self) -> Vec<Algorithm> {
-        vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
+        match self.rounding {
+            ConvRounding::Fastest => vec![
+                Algorithm::ImplicitGemm,
+                Algorithm::Im2colGemm,
+                Algorithm::Gemm1x1,
+                Algorithm::Winograd,
+                Algorithm::Direct,
+            ],
+            ConvRounding::SizeIndependent => vec![Algorithm::ImplicitGemm, Algorithm::Winograd, Algorithm::Direct],
+        }
     }
 
     fn kernel(&self, alg: Algorithm, problem: &ConvProblem, _chunking: Chunking, limit: usize) -> Option<CpuKernel> {
@@ -289,6 +327,9 @@ impl AlgorithmCatalog for CpuCatalog {
     fn workspace_bytes(&self, kernel: &CpuKernel, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
         match *kernel {
             CpuKernel::ImplicitGemm(mk) => Some(self.implicit_plan(mk, problem, chunk, limit).workspace_bytes()),
+            CpuKernel::Direct if self.rounding == ConvRounding::SizeIndependent => {
+                self.direct_vectorised_bytes(problem, chunk, limit)
+            }
             CpuKernel::Direct => Some(self.direct_vectorised_bytes(problem, chunk, limit).unwrap_or(0)),
             CpuKernel::CandleIm2col => candle_conv::workspace_bytes(problem, chunk, self.threads),
             CpuKernel::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
@@ -320,9 +361,11 @@ impl AlgorithmCatalog for CpuCatalog {
             _ => {}
         }
         let rate = per_thread * 1e9 * self.threads as f64;
-        // Small problems are dominated by fixed costs (thread start-up, packing set-up).
-        let fixed = match alg {
-            Algorithm::Direct => 2e-6,
+        // Small problems are dominated by fixed costs (thread start-up, packing set-up);
+        // left out where the choice must not depend on the size.
+        let fixed = match (alg, self.rounding) {
+            (_, ConvRounding::SizeIndependent) => 0.0,
+            (Algorithm::Direct, _) => 2e-6,
             _ => 30e-6,
         };
         fixed + flops / rate
@@ -333,6 +376,8 @@ impl AlgorithmCatalog for CpuCatalog {
 /// plan, and counts the workspace it allocates itself.
 pub struct CpuConv {
     dispatcher: Dispatcher<CpuCatalog>,
+    /// The same catalog under [`ConvRounding::SizeIndependent`] ([`Self::dispatcher_for`]).
+    size_independent: Dispatcher<CpuCatalog>,
     budget: Budget,
     meter: WorkspaceMeter,
 }
@@ -349,12 +394,18 @@ impl CpuConv {
     }
 
     pub fn with_catalog(catalog: CpuCatalog, budget: Budget) -> Self {
-        CpuConv { dispatcher: Dispatcher::new(catalog), budget, meter: WorkspaceMeter::default() }
+        CpuConv {
+            size_independent: Dispatcher::new(catalog.clone().with_rounding(ConvRounding::SizeIndependent)),
+            dispatcher: Dispatcher::new(catalog),
+            budget,
+            meter: WorkspaceMeter::default(),
+        }
     }
 
     /// Only these algorithms may be chosen.
     pub fn with_allowed(mut self, algorithms: &[Algorithm]) -> Self {
         self.dispatcher = self.dispatcher.with_allowed(algorithms);
+        self.size_independent = self.size_independent.with_allowed(algorithms);
         self
     }
 
@@ -381,6 +432,34 @@ impl CpuConv {
     /// The plan the dispatcher chooses for `problem` now.
     pub fn plan(&self, problem: &ConvProblem) -> Result<CpuPlan, ConvError> {
         self.dispatcher.plan(problem, self.budget_state())
+    }
+
+    /// The dispatcher that plans under `rounding` (the engine's own catalog for
+    /// [`ConvRounding::Fastest`], restricted by [`CpuCatalog::with_rounding`] otherwise).
+    pub fn dispatcher_for(&self, rounding: ConvRounding) -> &Dispatcher<CpuCatalog> {
+        match rounding {
+            ConvRounding::Fastest => &self.dispatcher,
+            ConvRounding::SizeIndependent => &self.size_independent,
+        }
+    }
+
+    /// [`Self::plan`] under `rounding`.
+    pub fn plan_rounded(&self, problem: &ConvProblem, rounding: ConvRounding) -> Result<CpuPlan, ConvError> {
+        self.dispatcher_for(rounding).plan(problem, self.budget_state())
+    }
+
+    /// [`Self::run_fused`] under `rounding`.
+    pub fn run_rounded(
+        &self,
+        problem: &ConvProblem,
+        input: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        epilogue: &Epilogue<&Tensor>,
+        rounding: ConvRounding,
+    ) -> Result<Tensor, ConvError> {
+        let plan = self.plan_rounded(problem, rounding)?;
+        self.run_plan_fused(&plan, input, weight, bias, epilogue)
     }
 
     /// The part of `plan`'s workspace that is the gemm crate's own buffers (`Gemm1x1` on

@@ -4,7 +4,9 @@
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 
 /// A tensor element the CPU code reads and writes (f32, f16, bf16; f64 for references).
-pub trait Element: Copy + Send + Sync + 'static {
+/// Plain data (`Pod`): all-zero bytes are its 0, so buffers can come zeroed from the
+/// allocator.
+pub trait Element: bytemuck::Pod + Send + Sync + 'static {
     const NAME: &'static str;
     fn to_f32(self) -> f32;
     fn from_f32(v: f32) -> Self;

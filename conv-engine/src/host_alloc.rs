@@ -19,7 +19,7 @@
 //! Opt in from a binary:
 //! ```
 //! #[global_allocator]
-//! static ALLOC: rocm_vision::host_alloc::ReusingAllocator = rocm_vision::host_alloc::ReusingAllocator::new();
+//! static ALLOC: conv_engine::host_alloc::ReusingAllocator = conv_engine::host_alloc::ReusingAllocator::new();
 //! # fn main() {}
 //! ```
 
@@ -30,8 +30,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Blocks from this size on are pooled; smaller ones go straight to the system allocator.
 pub const POOLED_FROM: usize = 256 << 10;
-/// Pooled blocks are page-aligned (any request's alignment up to this is met by any block).
-const BLOCK_ALIGN: usize = 4096;
+/// Pooled blocks have malloc's own alignment, so that a fresh zeroed block is `calloc`'s
+/// (lazily mapped zero pages) and not an aligned allocation filled with zeros; requests
+/// that need more go straight to the system allocator.
+const BLOCK_ALIGN: usize = 16;
 /// Size classes per power of two: a block is at most 1/8 larger than its request.
 const STEPS: usize = 8;
 const CLASSES: usize = STEPS * (usize::BITS as usize - POOLED_FROM.trailing_zeros() as usize);
@@ -220,12 +222,17 @@ fn block_size(class: usize) -> usize {
     base + (class % STEPS) * (base / STEPS)
 }
 
-// SAFETY: every pooled block comes from `System` with (class size, BLOCK_ALIGN) and goes
-// back to it with the same layout; a cached block is owned by the pool alone until handed
-// out again; small requests are `System`'s own.
-unsafe impl GlobalAlloc for ReusingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let Some((class, size)) = Self::pooled(layout) else { return unsafe { System.alloc(layout) } };
+impl ReusingAllocator {
+    /// A block for `layout`: from the cache (zeroed here if asked) or from the system
+    /// (zeroed by it if asked).
+    ///
+    /// # Safety
+    /// As [`GlobalAlloc::alloc`].
+    unsafe fn take_or_allocate(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        let Some((class, size)) = Self::pooled(layout) else {
+            // SAFETY: forwarded from the caller.
+            return unsafe { if zeroed { System.alloc_zeroed(layout) } else { System.alloc(layout) } };
+        };
         let mut pool = self.lock();
         if let Some((block, from)) = pool.take(class) {
             let held = block_size(from);
@@ -234,6 +241,11 @@ unsafe impl GlobalAlloc for ReusingAllocator {
             s.live_bytes += held;
             s.high_water_bytes = s.high_water_bytes.max(s.live_bytes);
             s.hits += 1;
+            drop(pool);
+            if zeroed {
+                // SAFETY: the block holds at least the request's bytes.
+                unsafe { block.write_bytes(0, layout.size()) };
+            }
             return block;
         }
         // A miss: make room so that live + cached stays within the high-water mark this
@@ -245,7 +257,8 @@ unsafe impl GlobalAlloc for ReusingAllocator {
             unsafe { pool.evict_largest() };
         }
         // SAFETY: a non-zero size (≥ POOLED_FROM) and a power-of-two alignment.
-        let block = unsafe { System.alloc(Layout::from_size_align_unchecked(size, BLOCK_ALIGN)) };
+        let block_layout = unsafe { Layout::from_size_align_unchecked(size, BLOCK_ALIGN) };
+        let block = unsafe { if zeroed { System.alloc_zeroed(block_layout) } else { System.alloc(block_layout) } };
         if !block.is_null() {
             let s = &mut pool.stats;
             s.live_bytes += size;
@@ -254,6 +267,21 @@ unsafe impl GlobalAlloc for ReusingAllocator {
             s.misses += 1;
         }
         block
+    }
+}
+
+// SAFETY: every pooled block comes from `System` with (class size, BLOCK_ALIGN) and goes
+// back to it with the same layout; a cached block is owned by the pool alone until handed
+// out again; small requests are `System`'s own.
+unsafe impl GlobalAlloc for ReusingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.take_or_allocate(layout, false) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.take_or_allocate(layout, true) }
     }
 
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
@@ -313,7 +341,7 @@ mod tests {
     }
 
     fn layout(size: usize) -> Layout {
-        Layout::from_size_align(size, 64).unwrap()
+        Layout::from_size_align(size, 8).unwrap()
     }
 
     #[test]
@@ -342,6 +370,22 @@ mod tests {
         }
         let s = a.stats();
         assert_eq!((s.cached_bytes, s.misses, s.live_bytes), (0, 2, 0), "not kept with caching off");
+    }
+
+    #[test]
+    fn a_zeroed_request_gets_zeros_from_a_reused_block_too() {
+        let a = ReusingAllocator::new();
+        unsafe {
+            let p = a.alloc_zeroed(layout(3 << 20));
+            assert!(std::slice::from_raw_parts(p, 3 << 20).iter().all(|&b| b == 0));
+            p.write_bytes(0xab, 3 << 20);
+            a.dealloc(p, layout(3 << 20));
+            let q = a.alloc_zeroed(layout(3 << 20));
+            assert_eq!(p, q, "reused");
+            assert!(std::slice::from_raw_parts(q, 3 << 20).iter().all(|&b| b == 0));
+            a.dealloc(q, layout(3 << 20));
+        }
+        a.release_cached();
     }
 
     #[test]
