@@ -51,10 +51,7 @@ impl CpuTiling {
         // block (128 KiB) and the C rows of one mc pass (72 KiB) all stay in a 512 KiB L2.
         // An A/B on Zen 3 (2 cores, 2026-12-02, commit 01c5c3d) found 256 columns slower
         // on every VAE shape; the resulting speeds are in docs/measurements/*-cpu-conv.md.
-        let nc = n
-            .div_ceil(nr)
-            .clamp(1, std::env::var("RV_NC").ok().and_then(|v| v.parse().ok()).unwrap_or(128usize).div_ceil(nr))
-            * nr;
+        let nc = n.div_ceil(nr).clamp(1, 128usize.div_ceil(nr)) * nr;
         let mc = m_pad.min(144usize.div_ceil(mr) * mr);
         CpuTiling { kc, nc, mc }
     }
