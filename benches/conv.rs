@@ -8,7 +8,7 @@
 //! drifts affects the three alike.
 //!
 //! `cargo bench --bench conv -- [--quick] [--sizes 256,512] [--reps N] [--dtype f32|f16|bf16]
-//!  [--no-ort] [--python PATH] [--markdown FILE]`
+//!  [--no-ort] [--no-pool] [--python PATH] [--markdown FILE]`
 //!
 //! The onnxruntime anchor needs a Python with `onnxruntime` and `onnx` (see
 //! benches/anchors/README.md); `--python`, or `ROCM_VISION_PYTHON`, names it.
@@ -20,9 +20,12 @@ use implicit_gemm::cpu::MicroKernel;
 use std::time::Instant;
 
 // Growth by copy, as this benchmark has always counted it: the old and the new block both
-// count towards the peak workspace it reports.
+// count towards the peak workspace it reports. Large blocks come from the reusing pool the
+// `realcugan` binary uses (`--no-pool`: the system allocator's fresh pages every time), so
+// ours and candle's outputs are timed without first-touch page faults, as onnxruntime's
+// arena times its own.
 #[global_allocator]
-static HEAP: CountingAlloc = CountingAlloc::with_realloc(Realloc::Copy);
+static HEAP: CountingAlloc = CountingAlloc::over_pool(Realloc::Copy);
 
 #[derive(Clone, Copy)]
 struct Shape {
@@ -103,6 +106,7 @@ fn parse_args() -> Args {
                 }
             }
             "--no-ort" => a.ort = false,
+            "--no-pool" => HEAP.pool().expect("the benchmark's allocator has a pool").set_caching(false),
             "--python" => a.python = it.next().expect("--python PATH"),
             "--markdown" => a.markdown = Some(it.next().expect("--markdown FILE")),
             "--algorithm" => a.algorithm = Some(it.next().expect("--algorithm NAME").parse().expect("algorithm")),

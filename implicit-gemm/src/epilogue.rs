@@ -108,7 +108,7 @@ impl<R> Epilogue<R> {
     /// yielding the row's residual values in order (0 without one, as in `apply`). The
     /// activation is matched once per row, so the loop vectorises: a match per value, not
     /// inlined, was 14% of Real-CUGAN's CPU time (perf, 2026-12-04).
-    #[inline]
+    #[inline(always)]
     pub fn apply_row(&self, acc: &mut [f32], residual: Option<impl Iterator<Item = f32>>) {
         #[inline(always)]
         fn each(acc: &mut [f32], residual: Option<impl Iterator<Item = f32>>, scale: f32, act: impl Fn(f32) -> f32) {

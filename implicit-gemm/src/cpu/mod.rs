@@ -309,10 +309,71 @@ impl CpuConvPlan {
         }
     }
 
+    /// One unit, compiled for the vector ISA of the plan's microkernel, so that packing and
+    /// the write-out (bias, epilogue, narrowing) run at its width too; compiled for the
+    /// baseline they are 4-wide SSE. The arithmetic, and so every bit, is the same.
+    ///
     /// # Safety
     /// `out` points at the whole output tensor and no other worker writes the elements of
     /// `unit`.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn run_unit<T: Element>(
+        &self,
+        unit: &WorkUnit,
+        input: &[T],
+        a_pack: &[f32],
+        bias: Option<&[T]>,
+        epilogue: &Epilogue<&[T]>,
+        out: SharedMut<T>,
+        slot: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f,avx2,fma")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn avx512<T: Element>(
+                plan: &CpuConvPlan,
+                unit: &WorkUnit,
+                input: &[T],
+                a_pack: &[f32],
+                bias: Option<&[T]>,
+                epilogue: &Epilogue<&[T]>,
+                out: SharedMut<T>,
+                slot: &mut [f32],
+            ) {
+                unsafe { plan.unit_body(unit, input, a_pack, bias, epilogue, out, slot) }
+            }
+            #[target_feature(enable = "avx2,fma")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn avx2<T: Element>(
+                plan: &CpuConvPlan,
+                unit: &WorkUnit,
+                input: &[T],
+                a_pack: &[f32],
+                bias: Option<&[T]>,
+                epilogue: &Epilogue<&[T]>,
+                out: SharedMut<T>,
+                slot: &mut [f32],
+            ) {
+                unsafe { plan.unit_body(unit, input, a_pack, bias, epilogue, out, slot) }
+            }
+            // SAFETY: the plan's microkernel was checked to be supported, and each needs
+            // the features its entry point enables.
+            match self.kernel {
+                MicroKernel::Avx512 | MicroKernel::Avx512Narrow => {
+                    return unsafe { avx512(self, unit, input, a_pack, bias, epilogue, out, slot) };
+                }
+                MicroKernel::Avx2Fma => return unsafe { avx2(self, unit, input, a_pack, bias, epilogue, out, slot) },
+                MicroKernel::Portable => {}
+            }
+        }
+        unsafe { self.unit_body(unit, input, a_pack, bias, epilogue, out, slot) }
+    }
+
+    /// See [`Self::run_unit`].
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn unit_body<T: Element>(
         &self,
         unit: &WorkUnit,
         input: &[T],

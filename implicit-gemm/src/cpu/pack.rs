@@ -31,6 +31,7 @@ struct Run {
 /// every panel of the block; the common case, a whole panel inside one input row, is
 /// fixed-size 16-element copies.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub(super) fn pack_b<T: Element>(
     x: &[T],
     [h, w]: [usize; 2],
