@@ -349,3 +349,37 @@ fn add_assign_takes_a_cropped_source() {
     let want = a.add(&b).unwrap().to_vec::<f32>().unwrap();
     assert_eq!(a.add_assign(&b).unwrap().to_vec::<f32>().unwrap(), want);
 }
+
+#[test]
+fn pixel_shuffle_add_is_the_shuffle_plus_the_residual_bit_for_bit() {
+    let mut rng = StdRng::seed_from_u64(23);
+    for dt in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        for r in [2, 3] {
+            let (n, c, h, w) = (2, 3, 5, 7);
+            let (y, _) = tensor(&mut rng, &[n, c * r * r, h, w], dt);
+            // The residual is a crop view of a larger map, as in Real-CUGAN.
+            let (big, _) = tensor(&mut rng, &[n, c + 1, h * r + 3, w * r + 4], dt);
+            let res = big.narrow(1, 1, c).unwrap().narrow(2, 2, h * r).unwrap().narrow(3, 3, w * r).unwrap();
+            let got = y.pixel_shuffle_add(r, &res).unwrap();
+            // The definition: PyTorch's pixel_shuffle as a permutation, then candle's add.
+            let want = y
+                .reshape(&[n, c, r, r, h, w])
+                .unwrap()
+                .permute(&[0, 1, 4, 2, 5, 3])
+                .unwrap()
+                .contiguous()
+                .unwrap()
+                .reshape(&[n, c, h * r, w * r])
+                .unwrap()
+                .add(&res)
+                .unwrap();
+            assert_eq!(got.dims(), want.dims());
+            let bits = |t: &Tensor| t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+            assert_eq!(bits(&got), bits(&want), "{dt:?} r={r}");
+        }
+    }
+    let (y, _) = tensor(&mut rng, &[1, 8, 4, 4], DType::F32);
+    let (res, _) = tensor(&mut rng, &[1, 2, 8, 9], DType::F32);
+    let e = y.pixel_shuffle_add(2, &res).unwrap_err().to_string();
+    assert!(e.contains("[1, 2, 8, 9]"), "{e}");
+}

@@ -52,12 +52,10 @@ impl Tensor {
         }
         match (self.as_rocm(), residual.as_rocm()) {
             (Some(y), Some(res)) => self.wrap_rocm(y.pixel_shuffle_add(r, res)?),
-            _ => self
-                .reshape(&[n, c, r, r, h, w])?
-                .permute(&[0, 1, 4, 2, 5, 3])?
-                .contiguous()?
-                .reshape(&out)?
-                .add(residual),
+            _ => match (self.as_candle(), residual.as_candle()) {
+                (Some(y), Some(res)) => self.wrap_cpu(crate::cpu::pixel_shuffle_add(y, r, res)?),
+                _ => Err(Error::op("pixel_shuffle_add", "operands on different devices".to_string())),
+            },
         }
     }
 
