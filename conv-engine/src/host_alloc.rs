@@ -73,6 +73,8 @@ pub struct PoolStats {
     pub misses: u64,
     /// Cached blocks returned to the system to make room for a miss.
     pub evictions: u64,
+    /// Misses served by resizing a cached block that had to go (its resident pages kept).
+    pub recycled: u64,
 }
 
 struct Pool {
@@ -124,6 +126,7 @@ impl ReusingAllocator {
                     hits: 0,
                     misses: 0,
                     evictions: 0,
+                    recycled: 0,
                 },
             }),
             caching: AtomicBool::new(true),
@@ -200,15 +203,25 @@ impl Pool {
         }
     }
 
+    /// The largest cached block, out of the cache (its bytes still counted as cached), and
+    /// its size.
+    ///
     /// # Safety
     /// The cache must be non-empty and its lists well formed.
-    unsafe fn evict_largest(&mut self) {
-        let Some(class) = (0..CLASSES).rev().find(|&c| self.counts[c] > 0) else { return };
+    unsafe fn take_largest(&mut self) -> (*mut u8, usize) {
+        let class = (0..CLASSES).rev().find(|&c| self.counts[c] > 0).expect("a non-empty cache");
         let block = self.heads[class];
         // SAFETY: a cached block starts with the next pointer written by `dealloc`.
         self.heads[class] = unsafe { (block as *mut *mut u8).read() };
         self.counts[class] -= 1;
-        let size = block_size(class);
+        (block, block_size(class))
+    }
+
+    /// # Safety
+    /// The cache must be non-empty and its lists well formed.
+    unsafe fn evict_largest(&mut self) {
+        // SAFETY: forwarded.
+        let (block, size) = unsafe { self.take_largest() };
         self.stats.cached_bytes -= size;
         self.stats.evictions += 1;
         // SAFETY: allocated by `System` with this layout.
@@ -249,9 +262,41 @@ impl ReusingAllocator {
             return block;
         }
         // A miss: make room so that live + cached stays within the high-water mark this
-        // block sets (or the one already reached) and its headroom.
+        // block sets (or the one already reached) and its headroom. The first block that
+        // has to go is resized into the new one (`realloc`: for glibc's mmapped chunks an
+        // mremap, which keeps its resident pages) instead of being unmapped while a fresh
+        // block faults every page in again: with Real-CUGAN's maps of many sizes that
+        // recycles what the headroom cannot keep.
         let high_water = pool.stats.high_water_bytes.max(pool.stats.live_bytes + size);
         let limit = high_water.saturating_mul(100 + self.headroom_percent) / 100;
+        if pool.stats.cached_bytes > 0 && pool.stats.live_bytes + pool.stats.cached_bytes + size > limit {
+            // SAFETY: the cache is non-empty; the victim is ours and (class size,
+            // BLOCK_ALIGN) is its layout; on failure realloc leaves it valid.
+            let (victim, victim_size) = unsafe { pool.take_largest() };
+            pool.stats.cached_bytes -= victim_size;
+            let block =
+                unsafe { System.realloc(victim, Layout::from_size_align_unchecked(victim_size, BLOCK_ALIGN), size) };
+            if block.is_null() {
+                unsafe { System.dealloc(victim, Layout::from_size_align_unchecked(victim_size, BLOCK_ALIGN)) };
+                pool.stats.evictions += 1;
+            } else {
+                while pool.stats.cached_bytes > 0 && pool.stats.live_bytes + pool.stats.cached_bytes + size > limit {
+                    // SAFETY: the cache is non-empty.
+                    unsafe { pool.evict_largest() };
+                }
+                let s = &mut pool.stats;
+                s.live_bytes += size;
+                s.high_water_bytes = s.high_water_bytes.max(s.live_bytes);
+                s.peak_footprint_bytes = s.peak_footprint_bytes.max(s.live_bytes + s.cached_bytes);
+                s.recycled += 1;
+                drop(pool);
+                if zeroed {
+                    // SAFETY: the block holds `size` bytes.
+                    unsafe { block.write_bytes(0, layout.size()) };
+                }
+                return block;
+            }
+        }
         while pool.stats.cached_bytes > 0 && pool.stats.live_bytes + pool.stats.cached_bytes + size > limit {
             // SAFETY: the cache is non-empty.
             unsafe { pool.evict_largest() };
@@ -389,6 +434,26 @@ mod tests {
     }
 
     #[test]
+    fn a_block_that_must_go_is_resized_into_the_miss() {
+        let a = ReusingAllocator::with_headroom_percent(0);
+        unsafe {
+            let p = a.alloc(layout(10 << 20));
+            p.write_bytes(1, 10 << 20);
+            a.dealloc(p, layout(10 << 20));
+            // 5 MiB is not within 3 classes of 10 MiB, and 10 + 5 MiB would pass the high
+            // water mark: the 10 MiB block becomes the 5 MiB one.
+            let q = a.alloc_zeroed(layout(5 << 20));
+            assert!(std::slice::from_raw_parts(q, 5 << 20).iter().all(|&b| b == 0));
+            q.add((5 << 20) - 1).write(9);
+            let s = a.stats();
+            assert_eq!((s.recycled, s.misses, s.evictions, s.cached_bytes), (1, 1, 0, 0), "{s:?}");
+            assert!(s.live_bytes + s.cached_bytes <= s.high_water_bytes);
+            a.dealloc(q, layout(5 << 20));
+        }
+        a.release_cached();
+    }
+
+    #[test]
     fn a_smaller_request_takes_a_slightly_larger_block_and_returns_it_to_its_class() {
         let a = ReusingAllocator::new();
         unsafe {
@@ -449,7 +514,7 @@ mod tests {
             unsafe { a.dealloc(p, layout(size)) };
         }
         let s = a.stats();
-        assert!(s.hits > 0 && s.evictions > 0, "the walk exercised both paths: {s:?}");
+        assert!(s.hits > 0 && s.evictions + s.recycled > 0, "the walk exercised both paths: {s:?}");
         a.release_cached();
     }
 

@@ -197,9 +197,11 @@ fn main() {
     forward();
     let after = ALLOC.stats();
     println!(
-        "block pool, one network run: {} of {} large allocations reused, {} evicted; live at most {}, live + cached {}",
+        "block pool, one network run: of {} large allocations {} reused, {} resized from a block that had to go, {} fresh; {} evicted; live at most {}, live + cached {}",
+        after.hits - before.hits + after.recycled - before.recycled + after.misses - before.misses,
         after.hits - before.hits,
-        after.hits - before.hits + after.misses - before.misses,
+        after.recycled - before.recycled,
+        after.misses - before.misses,
         after.evictions - before.evictions,
         rocm_vision::format_bytes(after.high_water_bytes),
         rocm_vision::format_bytes(after.peak_footprint_bytes)
