@@ -9,12 +9,13 @@
 //!
 //! The footprint stays tied to what the program itself has needed: the blocks held (live
 //! plus cached) never exceed the most live bytes the program ever had at once plus a
-//! headroom (50% by default); a miss that would pass that frees cached blocks first. With
-//! no headroom the cache could only hold what a later allocation of the same class takes
-//! before the next high-water mark, and Real-CUGAN's network reused 28 of its 48 large
-//! blocks per run; with 50%, 44 (footprint 384 MiB for 260 MiB live); with 100%, all 48
-//! (456 MiB). Measured gain on the 2-core VM: 4-10% of the network's time
-//! (`cargo bench -p examples-sr --bench cpu`, its "no block reuse" row, 2026-12-04).
+//! headroom (50% by default); a miss that would pass that resizes a cached block into the
+//! new one, or frees cached blocks. With no headroom the cache could only hold what a
+//! later allocation of the same class takes before the next high-water mark, and
+//! Real-CUGAN's network reused 28 of its 48 large blocks per run; with 50%, 43 of 47 and 3
+//! resized (footprint 384 MiB for 260 MiB live); with 100%, all (456 MiB). Measured gain
+//! on the 2-core VM: 8-10% of the network's time (`cargo bench -p examples-sr --bench
+//! cpu`, its "no block reuse" row, 2026-12-04).
 //!
 //! Opt in from a binary:
 //! ```

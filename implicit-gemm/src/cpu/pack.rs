@@ -109,10 +109,40 @@ pub(super) fn pack_b<T: Element>(
                     *v = src_row[(iw0 + (lo + k) as isize) as usize].to_f32();
                 }
                 d[hi..].fill(0.0);
-            } else {
+            } else if step_w < 1 {
                 for (k, v) in d.iter_mut().enumerate() {
                     let iw = iw0 + k as isize * step_w;
                     *v = if iw >= 0 && iw < w as isize { src_row[iw as usize].to_f32() } else { 0.0 };
+                }
+            } else {
+                // Columns `lo..hi` read inside the row (iw0 + k·step in 0..w): one strided
+                // copy without a bound check per element (a stride-2 gather the compiler
+                // turns into even/odd shuffles), zeros around it.
+                let step = step_w as usize;
+                let lo = if iw0 < 0 { ((-iw0) as usize).div_ceil(step).min(run.len) } else { 0 };
+                let hi = if iw0 >= w as isize {
+                    lo
+                } else {
+                    ((w as isize - iw0) as usize).div_ceil(step).clamp(lo, run.len)
+                };
+                d[..lo].fill(0.0);
+                d[hi..].fill(0.0);
+                if hi > lo {
+                    let s = (iw0 + (lo * step) as isize) as usize;
+                    let src = &src_row[s..s + (hi - lo - 1) * step + 1];
+                    if step == 2 {
+                        let pairs = src.len() / 2;
+                        for (v, p) in d[lo..lo + pairs].iter_mut().zip(src.chunks_exact(2)) {
+                            *v = p[0].to_f32();
+                        }
+                        if src.len() % 2 == 1 {
+                            d[hi - 1] = src[src.len() - 1].to_f32();
+                        }
+                    } else {
+                        for (v, x) in d[lo..hi].iter_mut().zip(src.iter().step_by(step)) {
+                            *v = x.to_f32();
+                        }
+                    }
                 }
             }
         }
