@@ -27,33 +27,20 @@ struct Layer {
     pad: usize,
 }
 
-const fn layer(
-    name: &'static str,
-    transposed: bool,
-    c: usize,
-    size: usize,
-    k: usize,
-    r: usize,
-    stride: usize,
-    pad: usize,
-) -> Layer {
-    Layer { name, transposed, c, size, k, r, stride, pad }
-}
-
 fn main() {
     let only = std::env::args().skip_while(|a| a != "--only").nth(1);
     let algorithm: Option<Algorithm> =
         std::env::args().skip_while(|a| a != "--algorithm").nth(1).map(|a| a.parse().expect("--algorithm NAME"));
     let layers = [
-        layer("deconvrelu_2 2x2 s2", true, 64, 258, 64, 2, 2, 0),
-        layer("deconvrelu_2 as 1x1", false, 64, 258, 256, 1, 1, 0),
-        layer("deconvrelu_1 2x2 s2", true, 128, 131, 128, 2, 2, 0),
-        layer("deconvrelu_1 as 1x1", false, 128, 131, 512, 1, 1, 0),
-        layer("convrelu_9 2x2 s2", false, 64, 548, 64, 2, 2, 0),
-        layer("convrelu_13 2x2 s2", false, 128, 270, 128, 2, 2, 0),
-        layer("deconv_48 4x4 s2 p3", true, 64, 278, 3, 4, 2, 3),
-        layer("convrelu_7 3x3 3->32", false, 3, 552, 32, 3, 1, 0),
-        layer("conv_46 3x3 64->3", false, 64, 514, 3, 3, 1, 0),
+        Layer { name: "deconvrelu_2 2x2 s2", transposed: true, c: 64, size: 258, k: 64, r: 2, stride: 2, pad: 0 },
+        Layer { name: "deconvrelu_2 as 1x1", transposed: false, c: 64, size: 258, k: 256, r: 1, stride: 1, pad: 0 },
+        Layer { name: "deconvrelu_1 2x2 s2", transposed: true, c: 128, size: 131, k: 128, r: 2, stride: 2, pad: 0 },
+        Layer { name: "deconvrelu_1 as 1x1", transposed: false, c: 128, size: 131, k: 512, r: 1, stride: 1, pad: 0 },
+        Layer { name: "convrelu_9 2x2 s2", transposed: false, c: 64, size: 548, k: 64, r: 2, stride: 2, pad: 0 },
+        Layer { name: "convrelu_13 2x2 s2", transposed: false, c: 128, size: 270, k: 128, r: 2, stride: 2, pad: 0 },
+        Layer { name: "deconv_48 4x4 s2 p3", transposed: true, c: 64, size: 278, k: 3, r: 4, stride: 2, pad: 3 },
+        Layer { name: "convrelu_7 3x3 3->32", transposed: false, c: 3, size: 552, k: 32, r: 3, stride: 1, pad: 0 },
+        Layer { name: "conv_46 3x3 64->3", transposed: false, c: 64, size: 514, k: 3, r: 3, stride: 1, pad: 0 },
     ];
     let algorithms =
         [Algorithm::ImplicitGemm, Algorithm::Winograd, Algorithm::Direct, Algorithm::Gemm1x1, Algorithm::Im2colGemm];

@@ -78,6 +78,15 @@ pub struct PoolStats {
     pub recycled: u64,
 }
 
+impl PoolStats {
+    /// A block of `bytes` goes to a caller: live, and the marks that follow it.
+    fn hand_out(&mut self, bytes: usize) {
+        self.live_bytes += bytes;
+        self.high_water_bytes = self.high_water_bytes.max(self.live_bytes);
+        self.peak_footprint_bytes = self.peak_footprint_bytes.max(self.live_bytes + self.cached_bytes);
+    }
+}
+
 struct Pool {
     /// Per class, a singly linked list threaded through the cached blocks' first word.
     heads: [*mut u8; CLASSES],
@@ -249,11 +258,9 @@ impl ReusingAllocator {
         };
         let mut pool = self.lock();
         if let Some((block, from)) = pool.take(class) {
-            let held = block_size(from);
             let s = &mut pool.stats;
-            s.cached_bytes -= held;
-            s.live_bytes += held;
-            s.high_water_bytes = s.high_water_bytes.max(s.live_bytes);
+            s.cached_bytes -= block_size(from);
+            s.hand_out(block_size(from));
             s.hits += 1;
             drop(pool);
             if zeroed {
@@ -285,11 +292,8 @@ impl ReusingAllocator {
                     // SAFETY: the cache is non-empty.
                     unsafe { pool.evict_largest() };
                 }
-                let s = &mut pool.stats;
-                s.live_bytes += size;
-                s.high_water_bytes = s.high_water_bytes.max(s.live_bytes);
-                s.peak_footprint_bytes = s.peak_footprint_bytes.max(s.live_bytes + s.cached_bytes);
-                s.recycled += 1;
+                pool.stats.hand_out(size);
+                pool.stats.recycled += 1;
                 drop(pool);
                 if zeroed {
                     // SAFETY: the block holds `size` bytes.
@@ -306,11 +310,8 @@ impl ReusingAllocator {
         let block_layout = unsafe { Layout::from_size_align_unchecked(size, BLOCK_ALIGN) };
         let block = unsafe { if zeroed { System.alloc_zeroed(block_layout) } else { System.alloc(block_layout) } };
         if !block.is_null() {
-            let s = &mut pool.stats;
-            s.live_bytes += size;
-            s.high_water_bytes = s.high_water_bytes.max(s.live_bytes);
-            s.peak_footprint_bytes = s.peak_footprint_bytes.max(s.live_bytes + s.cached_bytes);
-            s.misses += 1;
+            pool.stats.hand_out(size);
+            pool.stats.misses += 1;
         }
         block
     }

@@ -81,6 +81,14 @@ impl CountingAlloc {
         self.pool.as_ref()
     }
 
+    /// The allocator the counted requests go to.
+    fn inner(&self) -> &dyn GlobalAlloc {
+        match &self.pool {
+            Some(pool) => pool,
+            None => &System,
+        }
+    }
+
     /// Bytes live on the heap now.
     pub fn current(&self) -> usize {
         self.current.load(Ordering::SeqCst)
@@ -121,12 +129,7 @@ impl Default for CountingAlloc {
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         self.largest.fetch_max(layout.size(), Ordering::Relaxed);
-        let p = unsafe {
-            match &self.pool {
-                Some(pool) => pool.alloc(layout),
-                None => System.alloc(layout),
-            }
-        };
+        let p = unsafe { self.inner().alloc(layout) };
         if !p.is_null() {
             self.grew(layout.size());
         }
@@ -135,12 +138,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         self.largest.fetch_max(layout.size(), Ordering::Relaxed);
-        let p = unsafe {
-            match &self.pool {
-                Some(pool) => pool.alloc_zeroed(layout),
-                None => System.alloc_zeroed(layout),
-            }
-        };
+        let p = unsafe { self.inner().alloc_zeroed(layout) };
         if !p.is_null() {
             self.grew(layout.size());
         }
@@ -148,12 +146,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        unsafe {
-            match &self.pool {
-                Some(pool) => pool.dealloc(p, layout),
-                None => System.dealloc(p, layout),
-            }
-        };
+        unsafe { self.inner().dealloc(p, layout) };
         self.current.fetch_sub(layout.size(), Ordering::SeqCst);
     }
 
@@ -161,12 +154,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         self.largest.fetch_max(new_size, Ordering::Relaxed);
         match self.realloc {
             Realloc::System => {
-                let q = unsafe {
-                    match &self.pool {
-                        Some(pool) => pool.realloc(p, layout, new_size),
-                        None => System.realloc(p, layout, new_size),
-                    }
-                };
+                let q = unsafe { self.inner().realloc(p, layout, new_size) };
                 if !q.is_null() {
                     if new_size >= layout.size() {
                         self.grew(new_size - layout.size());

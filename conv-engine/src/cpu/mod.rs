@@ -337,7 +337,7 @@ impl CpuConv {
 
     /// The plan the dispatcher chooses for `problem` now.
     pub fn plan(&self, problem: &ConvProblem) -> Result<CpuPlan, ConvError> {
-        self.dispatcher.plan(problem, self.budget_state())
+        self.plan_rounded(problem, ConvRounding::Fastest)
     }
 
     /// The dispatcher that plans under `rounding` (the engine's own catalog for
@@ -456,8 +456,7 @@ impl CpuConv {
         bias: Option<&Tensor>,
         epilogue: &Epilogue<&Tensor>,
     ) -> Result<Tensor, ConvError> {
-        let plan = self.plan(problem)?;
-        self.run_plan_fused(&plan, input, weight, bias, epilogue)
+        self.run_rounded(problem, input, weight, bias, epilogue, ConvRounding::Fastest)
     }
 
     /// Runs a given plan.
