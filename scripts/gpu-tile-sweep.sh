@@ -8,6 +8,9 @@
 # Writes $OUT/tile-sweep.md (also printed).
 # Device tool call:
 #   run(command="scripts/gpu-tile-sweep.sh", carry=[".device-carry"], kind="nvidia-h200", timeout_s=300)
+# SWEEP_BIN=NAME runs .device-carry/apps/bin/NAME.xz instead of realcugan.xz (an older build
+# staged beside it, for a same-run comparison); SWEEP_TILES, SWEEP_DTYPES, SWEEP_SIZE choose
+# the cases.
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -23,12 +26,12 @@ say() { echo "$*" | tee -a "$summary"; }
 [[ -f $lib/lib/libamdhip64.so ]] || rocm-backend/testing/hip-on-cuda/build.sh "$lib" >"$work/hoc-build.log" 2>&1
 export ROCM_PATH=$lib ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache
 python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-    "$carry/bin/realcugan.xz" "$work/realcugan" && chmod +x "$work/realcugan"
+    "$carry/bin/${SWEEP_BIN:-realcugan}.xz" "$work/realcugan" && chmod +x "$work/realcugan"
 python3 benches/anchors/realcugan_ncnn.py make-image "$work/in/a.png" --size "${SWEEP_SIZE:-1920x1080}" >/dev/null &&
     cp "$work/in/a.png" "$work/in/b.png"
 
 say "# Real-CUGAN 2x ${SWEEP_SIZE:-1920x1080} by tile size, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-say "carry: $(sed -n 2p "$carry/MANIFEST.txt")"
+say "carry: $(sed -n 2p "$carry/MANIFEST.txt"), binary ${SWEEP_BIN:-realcugan}"
 say ""
 say "| dtype | -t | tiling | upscale ms (warm) | network ms | peak | = whole |"
 say "| --- | ---: | --- | ---: | ---: | --- | --- |"

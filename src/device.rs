@@ -309,7 +309,7 @@ impl Device {
         }
     }
 
-    fn kind_name(&self) -> String {
+    pub(crate) fn kind_name(&self) -> String {
         match self.kind {
             DeviceKind::Cpu => "cpu".into(),
             DeviceKind::Rocm(n) => format!("rocm:{n}"),

@@ -152,6 +152,68 @@ impl ExactSum {
     }
 }
 
+/// Per-channel exact sums of several maps (a tiled pass's tiles), accumulated where the
+/// maps are. On a GPU the buckets stay on the device until [`ChannelSums::finish`] reads
+/// them back once: the host does not wait for the device after every tile, so the next
+/// tile's work is queued while the GPU still runs the last one.
+pub struct ChannelSums {
+    channels: usize,
+    /// Values added per channel.
+    count: u64,
+    acc: Accumulator,
+}
+
+enum Accumulator {
+    Host(Vec<ExactSum>),
+    Rocm(crate::rocm::DeviceSums),
+}
+
+impl ChannelSums {
+    /// Empty sums of `channels` channels for maps on `device`.
+    pub fn new(channels: usize, device: &crate::Device) -> Result<ChannelSums> {
+        let acc = match device.rocm_device() {
+            Some(d) => Accumulator::Rocm(crate::rocm::DeviceSums::new(d, channels)?),
+            None => Accumulator::Host(vec![ExactSum::new(); channels]),
+        };
+        Ok(ChannelSums { channels, count: 0, acc })
+    }
+
+    /// Adds the first `rows x cols` of each plane of a `[1, C, H, W]` map.
+    pub fn add(&mut self, map: &crate::Tensor, rows: usize, cols: usize) -> Result<()> {
+        let [c, rows, cols] = plane_shape(map.dims(), rows, cols)?;
+        if c != self.channels {
+            return Err(Error::op(
+                "channel_exact_sums",
+                format!("a {c}-channel map added to {}-channel sums", self.channels),
+            ));
+        }
+        match (&mut self.acc, map.rocm_storage()) {
+            (Accumulator::Rocm(acc), Some(r)) => r.channel_exact_sums_into(rows, cols, acc)?,
+            (Accumulator::Host(acc), None) => {
+                for (a, part) in acc.iter_mut().zip(map.channel_exact_sums(rows, cols)?) {
+                    a.merge(&part);
+                }
+            }
+            _ => {
+                return Err(Error::op(
+                    "channel_exact_sums",
+                    format!("a map on {} added to sums on another device", map.device().kind_name()),
+                ));
+            }
+        }
+        self.count += (rows * cols) as u64;
+        Ok(())
+    }
+
+    /// The sums (on a GPU: read back, after the device has done every add).
+    pub fn finish(self) -> Result<Vec<ExactSum>> {
+        match self.acc {
+            Accumulator::Host(acc) => Ok(acc),
+            Accumulator::Rocm(acc) => acc.read(self.count),
+        }
+    }
+}
+
 /// 2^k exactly (for the range an [`ExactSum`] needs: -149 - 63 ≤ k ≤ 254 + 63 - 149).
 fn two_pow(k: i32) -> f64 {
     f64::from_bits(((k + 1023) as u64) << 52)

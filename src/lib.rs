@@ -60,7 +60,7 @@ pub use conv_engine::{
 };
 pub use device::{Device, DeviceKind};
 pub use error::{BudgetShortfall, Error, Result};
-pub use exact_sum::ExactSum;
+pub use exact_sum::{ChannelSums, ExactSum};
 pub use kernels::ops::{CmpOp, PadMode, ReduceOp};
 pub use rocm_backend::RocmError;
 pub use tensor::{ConvEpilogue, ConvPlanInfo, Tensor};

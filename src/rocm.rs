@@ -227,17 +227,30 @@ impl RocmTensor {
 
     /// Per-channel exact sums of the first `rows x cols` of a `[1, C, H, W]` tensor.
     pub fn channel_exact_sums(&self, rows: usize, cols: usize) -> Result<Vec<crate::ExactSum>> {
-        let [c, rows, cols] = crate::exact_sum::plane_shape(self.dims(), rows, cols)?;
-        let st = self.layout.stride();
-        let view = Layout::new(vec![c, rows, cols].into(), vec![st[1], st[2], st[3]], self.layout.start_offset());
+        let view = self.plane_view(rows, cols)?;
         let (buckets, non_finite) =
             ops::exact_channel_sums(&self.array, &view).map_err(|e| op_err("channel_exact_sums", e))?;
-        let count = (rows * cols) as u64;
+        let count = (view.dims()[1] * view.dims()[2]) as u64;
         Ok(buckets
             .chunks_exact(256)
             .zip(non_finite)
             .map(|(b, nf)| crate::ExactSum::from_buckets(b, count, nf))
             .collect())
+    }
+
+    /// Adds the per-channel exact sums of the first `rows x cols` into device buckets
+    /// (see [`DeviceSums`]); nothing is read back.
+    pub(crate) fn channel_exact_sums_into(&self, rows: usize, cols: usize, acc: &DeviceSums) -> Result<()> {
+        let view = self.plane_view(rows, cols)?;
+        ops::exact_channel_sums_into(&self.array, &view, &acc.buckets, &acc.flags)
+            .map_err(|e| op_err("channel_exact_sums", e))
+    }
+
+    /// The `[C, rows, cols]` view of the first `rows x cols` of each plane.
+    fn plane_view(&self, rows: usize, cols: usize) -> Result<Layout> {
+        let [c, rows, cols] = crate::exact_sum::plane_shape(self.dims(), rows, cols)?;
+        let st = self.layout.stride();
+        Ok(Layout::new(vec![c, rows, cols].into(), vec![st[1], st[2], st[3]], self.layout.start_offset()))
     }
 
     pub fn softmax_last_dim(&self) -> Result<RocmTensor> {
@@ -641,5 +654,26 @@ mod tests {
         let a = RocmTensor::rand_uniform(&dev, &[1000], DType::F32, (0.0, 1.0), 3, 0).unwrap();
         let b = RocmTensor::rand_uniform(&dev, &[1000], DType::F32, (0.0, 1.0), 3, 0).unwrap();
         assert_eq!(a.to_candle().unwrap().to_vec1::<f32>().unwrap(), b.to_candle().unwrap().to_vec1::<f32>().unwrap());
+    }
+}
+
+/// Exact per-channel sums accumulating on a device: `C x 256` i64 buckets and `C` u32
+/// non-finite flags, read back once by [`DeviceSums::read`].
+pub(crate) struct DeviceSums {
+    buckets: DeviceArray,
+    flags: DeviceArray,
+}
+
+impl DeviceSums {
+    pub(crate) fn new(device: &Arc<RocmDevice>, channels: usize) -> Result<DeviceSums> {
+        let zeros = |dtype, len| DeviceArray::zeros(device, dtype, len).map_err(|e| op_err("channel_exact_sums", e));
+        Ok(DeviceSums { buckets: zeros(DType::I64, channels * 256)?, flags: zeros(DType::U32, channels)? })
+    }
+
+    /// The sums of `count` values per channel (waits for the device).
+    pub(crate) fn read(&self, count: u64) -> Result<Vec<crate::ExactSum>> {
+        let buckets = self.buckets.to_vec::<i64>().map_err(|e| op_err("channel_exact_sums", e))?;
+        let flags = self.flags.to_vec::<u32>().map_err(|e| op_err("channel_exact_sums", e))?;
+        Ok(buckets.chunks_exact(256).zip(flags).map(|(b, f)| crate::ExactSum::from_buckets(b, count, f != 0)).collect())
     }
 }

@@ -41,7 +41,7 @@
 
 use std::ops::Range;
 
-use rocm_vision::Tensor;
+use rocm_vision::{ChannelSums, Tensor};
 
 use crate::Error;
 use crate::auto_tile;
@@ -313,6 +313,13 @@ impl Upscaler {
         let (m, a) = (self.multiple, self.tile_align);
         let (hr, wr) = (height.div_ceil(m) * m, width.div_ceil(m) * m);
         let longest = hr.max(wr);
+        // A GPU holds the 8-bit padded input while tiles run (`Padded::make_resident`).
+        let resident = if self.net.device().is_rocm() {
+            Padded::resident_bytes(hr + 2 * self.prepadding, wr + 2 * self.prepadding)
+        } else {
+            0
+        };
+        let opts = &Options { budget_bytes: opts.budget_bytes.saturating_sub(resident), ..*opts };
         let side = match opts.tile {
             TileSize::Whole => longest,
             TileSize::Fixed(n) if n < a => {
@@ -488,13 +495,18 @@ impl Upscaler {
             };
         let network_started = std::time::Instant::now();
         let output_before = stats.output_time;
+        let device = self.net.device();
+        if tiles.len() > 1 {
+            padded.make_resident(device)?;
+        }
         // On a GPU the allocator says what the kept states really hold (the sum of
         // `Run::live_bytes` is a model of it); a state is kept only if both fit.
-        let device = self.net.device();
         let live_before = device.live_memory();
 
         for (k, pool) in pools.iter().enumerate() {
-            let mut sums = vec![ExactSum::new(); pool.channels];
+            // Summed where the maps are and read once per pass: the host queues every
+            // tile of the pass without waiting for the device in between.
+            let mut sums = ChannelSums::new(pool.channels, device)?;
             for (i, (rows, cols)) in tiles.iter().enumerate() {
                 let (mut run, fresh) = start_or_resume(i, &mut states, &mut cached)?;
                 if fresh && k > 0 {
@@ -518,9 +530,7 @@ impl Upscaler {
                     own(rows.len(), dims[2], i / plan_cols.len() == last_row)?,
                     own(cols.len(), dims[3], i % plan_cols.len() == last_col)?,
                 );
-                for (acc, part) in sums.iter_mut().zip(channel_sums(&blob, Some(region))?) {
-                    acc.merge(&part);
-                }
+                sums.add(&blob, region.0, region.1)?;
                 drop(blob);
                 let bytes = run.live_bytes();
                 let held = device.live_memory().zip(live_before).map(|(now, before)| now.saturating_sub(before));
@@ -531,6 +541,7 @@ impl Upscaler {
                 stats.cached_bytes = stats.cached_bytes.max(cached);
                 progress(Progress { pass: k + 1, passes, done: k * tiles.len() + i + 1, total });
             }
+            let sums = sums.finish()?;
             self.check_coverage(pool, &sums, hp, wp)?;
             means[k] = Some(sums_to_means(&sums, pool)?);
         }

@@ -396,6 +396,24 @@ pub fn reduce(op: ReduceOp, x: &DeviceArray, outer: usize, len: usize, inner: us
 /// of `rocm_vision::ExactSum`) and whether an inf or NaN was seen. Order-independent, so
 /// tiles and whole maps agree bit for bit; the host reads back 2 KiB per channel.
 pub fn exact_channel_sums(x: &DeviceArray, view: &Layout) -> Result<(Vec<i64>, Vec<bool>)> {
+    let c = view.dims().first().copied().unwrap_or(0);
+    let dev = device(x);
+    let buckets = DeviceArray::zeros(dev, DType::I64, c * 256)?;
+    let flags = DeviceArray::zeros(dev, DType::U32, c)?;
+    exact_channel_sums_into(x, view, &buckets, &flags)?;
+    Ok((buckets.to_vec::<i64>()?, flags.to_vec::<u32>()?.into_iter().map(|f| f != 0).collect()))
+}
+
+/// Adds the exact sums of each channel of the `[C, rows, cols]` view of `x` into
+/// `buckets` (`C x 256` i64, the layout [`exact_channel_sums`] reads back) and sets
+/// `flags[c]` (u32) where a non-finite value was seen. Nothing is read back: the sums of
+/// several maps (a pass's tiles) accumulate on the device, and the caller reads them once.
+pub fn exact_channel_sums_into(
+    x: &DeviceArray,
+    view: &Layout,
+    buckets: &DeviceArray,
+    flags: &DeviceArray,
+) -> Result<()> {
     check_view("exact_channel_sums", x, view)?;
     let d = kernel_dtype(x.dtype)?;
     let &[c, rows, cols] = view.dims() else {
@@ -413,14 +431,24 @@ pub fn exact_channel_sums(x: &DeviceArray, view: &Layout) -> Result<(Vec<i64>, V
             ),
         ));
     }
-    let dev = device(x);
-    let buckets = DeviceArray::zeros(dev, DType::I64, c * 256)?;
-    let flags = DeviceArray::zeros(dev, DType::U32, c)?;
+    if buckets.dtype != DType::I64 || buckets.len != c * 256 || flags.dtype != DType::U32 || flags.len != c {
+        return Err(RocmError::op(
+            "exact_channel_sums",
+            format!(
+                "{c} channels need {} i64 buckets and {c} u32 flags, got {} {:?} and {} {:?}",
+                c * 256,
+                buckets.len,
+                buckets.dtype,
+                flags.len,
+                flags.dtype
+            ),
+        ));
+    }
     // 64 values per thread: the block's bucket clearing and flush are paid per block.
     let per_block = 64 * BLOCK as usize;
     if c > 0 && rows * cols > 0 {
         launch(
-            dev,
+            device(x),
             &Kernel::new(&family::EXACT_SUMS, "", d)?,
             Grid::Explicit { grid: ((rows * cols).div_ceil(per_block) as u32, c as u32, 1), block: (BLOCK, 1, 1) },
             &mut [
@@ -432,7 +460,7 @@ pub fn exact_channel_sums(x: &DeviceArray, view: &Layout) -> Result<(Vec<i64>, V
             ],
         )?;
     }
-    Ok((buckets.to_vec::<i64>()?, flags.to_vec::<u32>()?.into_iter().map(|f| f != 0).collect()))
+    Ok(())
 }
 
 /// Softmax over the last dimension of a contiguous `[rows, cols]` array.

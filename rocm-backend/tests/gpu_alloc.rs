@@ -67,3 +67,38 @@ fn round_trips_every_dtype() {
     dst.buffer.copy_from(0, &src.buffer, 4 * 100, 40).unwrap();
     assert_eq!(dst.to_vec::<f32>().unwrap(), f[100..110]);
 }
+
+/// Near the budget a cached segment is cut for smaller requests and merged again when
+/// they are freed, instead of being given back to HIP and allocated anew (what made
+/// Real-CUGAN's tiles alternate hipFree and hipMalloc: 94 and 188 MB maps in turn).
+#[test]
+fn near_the_budget_cached_segments_are_cut_and_merged() {
+    let Some(dev) = common::device() else { return };
+    let alloc = dev.allocator();
+    alloc.trim(dev.stream()).unwrap();
+    let big = 188 << 20;
+    drop(DeviceArray::alloc(&dev, DType::U8, big).unwrap());
+    let live = alloc.stats().live;
+    alloc.set_budget(live + big + (4 << 20), dev.stream()).unwrap();
+    let before = alloc.stats();
+    assert_eq!(before.cached, big, "{before:?}");
+    // Two halves: both cut from the cached 188 MB segment, no hipMalloc, no hipFree.
+    let a = DeviceArray::from_slice(&dev, &vec![1u8; big / 2]).unwrap();
+    let b = DeviceArray::from_slice(&dev, &vec![2u8; big / 2]).unwrap();
+    let s = alloc.stats();
+    assert_eq!((s.device_mallocs, s.device_frees), (before.device_mallocs, before.device_frees), "{s:?}");
+    assert_eq!((s.live, s.cached), (live + big, 0));
+    // The halves are distinct memory.
+    assert!(a.to_vec::<u8>().unwrap().iter().all(|&v| v == 1));
+    assert!(b.to_vec::<u8>().unwrap().iter().all(|&v| v == 2));
+    drop(b);
+    drop(a);
+    // Merged again: the whole 188 MB comes from the cache.
+    let whole = DeviceArray::alloc(&dev, DType::U8, big).unwrap();
+    let s = alloc.stats();
+    assert_eq!((s.device_mallocs, s.device_frees), (before.device_mallocs, before.device_frees), "{s:?}");
+    drop(whole);
+    alloc.trim(dev.stream()).unwrap();
+    assert_eq!(alloc.stats().cached, 0);
+    alloc.set_budget(usize::MAX, dev.stream()).unwrap();
+}

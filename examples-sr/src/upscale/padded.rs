@@ -45,6 +45,10 @@ pub(super) struct Padded {
     /// costs its page faults again each time (0.3-0.9 ms of GPU idle per 480x360 tile on
     /// the H200 host, 2026-12-04 timeline). The f32 or the 8-bit one, as the planes are.
     scratch: Mutex<(Vec<f32>, Vec<u8>)>,
+    /// The 8-bit planes on the GPU ([`Self::make_resident`]): tile windows are then views
+    /// of them, and starting a tile queues its kernels without an upload, which would wait
+    /// for the device to finish the previous tile.
+    resident: Mutex<Option<Tensor>>,
 }
 
 impl Padded {
@@ -96,7 +100,24 @@ impl Padded {
     }
 
     fn new(planes: Planes, h: usize, w: usize, inv: f32) -> Padded {
-        Padded { planes, h, w, inv, scratch: Default::default() }
+        Padded { planes, h, w, inv, scratch: Default::default(), resident: Default::default() }
+    }
+
+    /// Uploads 8-bit planes to `device` once, when it is a GPU, for the windows of a tiled
+    /// run; [`Self::resident_bytes`] is what that holds there. Other planes stay on the host.
+    pub fn make_resident(&self, device: &Device) -> Result<(), Error> {
+        if let (Planes::Levels(v), true) = (&self.planes, device.is_rocm()) {
+            let mut resident = self.resident.lock().unwrap_or_else(|e| e.into_inner());
+            if resident.is_none() {
+                *resident = Some(Tensor::from_slice(v, &[1, 3, self.h, self.w], device)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Device bytes [`Self::make_resident`] holds for padded planes of `h x w` (8-bit).
+    pub fn resident_bytes(h: usize, w: usize) -> usize {
+        3 * h * w
     }
 
     /// The planes, for the next image's [`Self::of`].
@@ -147,6 +168,9 @@ impl Padded {
                     dst.extend_from_slice(&src[at..at + tw]);
                 }
             }
+        }
+        if let Some(all) = &*self.resident.lock().unwrap_or_else(|e| e.into_inner()) {
+            return self.normalised(all.narrow(2, rows.start, th)?.narrow(3, cols.start, tw)?);
         }
         let at = (rows.start, cols.start);
         let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
