@@ -53,9 +53,11 @@ for dt in ${SWEEP_DTYPES:-f16 f32}; do
             cmp -s "$out/b.png" "$work/out-$dt-whole/b.png" && same=yes || same=NO
         fi
         if ((rc != 0)); then
-            say "| $dt | $t | exit $rc: $(tail -1 "$work/$dt-$t.log" | cut -c1-120) | | | | |"
+            say "| $dt | $t | exit $rc: $(grep -m1 -i "error" "$work/$dt-$t.log" | cut -c1-300) | | | | |"
         else
             say "| $dt | $t | $tiling | $(awk -v s="$up" 'BEGIN{printf "%.1f", s*1000}') | $(awk -v s="$net" 'BEGIN{printf "%.1f", s*1000}') | $peak | $same |"
         fi
     done
 done
+# The CLI's own lines (input, network and output time of each image) for the record.
+grep -h "b.png" "$work"/*.log >"$OUT/tile-sweep-lines.txt" 2>/dev/null || true

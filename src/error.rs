@@ -83,10 +83,9 @@ impl Error {
             | Error::Rocm(RocmError::Conv(ConvError::BudgetExceeded { needed, available, .. })) => {
                 Some(BudgetShortfall { needed: *needed, available: *available })
             }
-            Error::Rocm(
-                RocmError::OverBudget { requested, live, budget, .. }
-                | RocmError::Fragmented { requested, live, budget, .. },
-            ) => Some(BudgetShortfall { needed: *requested, available: budget.saturating_sub(*live) }),
+            Error::Rocm(RocmError::OverBudget { requested, live, budget, .. }) => {
+                Some(BudgetShortfall { needed: *requested, available: budget.saturating_sub(*live) })
+            }
             Error::Rocm(RocmError::OutOfMemory { requested, .. }) => {
                 Some(BudgetShortfall { needed: *requested, available: 0 })
             }
@@ -106,7 +105,7 @@ impl Error {
             Error::Conv(ConvError::BudgetExceeded { .. }) => Some(
                 "use a smaller --tile, give the run more memory (a larger --vram-budget on ROCm), or run with --device cpu",
             ),
-            Error::Rocm(RocmError::OverBudget { .. } | RocmError::Fragmented { .. }) => {
+            Error::Rocm(RocmError::OverBudget { .. }) => {
                 Some("use a smaller --tile or a larger --vram-budget, or run with --device cpu")
             }
             Error::Rocm(RocmError::OutOfMemory { .. }) => Some(

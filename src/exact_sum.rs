@@ -282,6 +282,27 @@ pub(crate) fn plane_shape(dims: &[usize], rows: usize, cols: usize) -> Result<[u
 mod tests {
     use super::*;
 
+    /// On the CPU, `ChannelSums` over a partition of a map equals the whole map's sums and
+    /// counts every part; a map with another channel count is refused.
+    #[test]
+    fn channel_sums_of_parts_equal_the_whole_on_the_cpu() {
+        let cpu = crate::Device::cpu();
+        let v: Vec<f32> = (0..3 * 9 * 11).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
+        let t = crate::Tensor::from_vec(v, &[1, 3, 9, 11], &cpu).unwrap();
+        let whole = t.channel_exact_sums(9, 11).unwrap();
+        let mut acc = ChannelSums::new(3, &cpu).unwrap();
+        acc.add(&t.narrow(2, 0, 4).unwrap(), 4, 11).unwrap();
+        acc.add(&t.narrow(2, 4, 5).unwrap().narrow(3, 0, 6).unwrap(), 5, 6).unwrap();
+        acc.add(&t.narrow(2, 4, 5).unwrap().narrow(3, 6, 5).unwrap(), 5, 5).unwrap();
+        assert!(acc.add(&crate::Tensor::zeros(&[1, 2, 3, 3], crate::DType::F32, &cpu).unwrap(), 3, 3).is_err());
+        let got = acc.finish().unwrap();
+        for (a, b) in whole.iter().zip(&got) {
+            assert_eq!(a.sum().to_bits(), b.sum().to_bits());
+            assert_eq!(a.count(), 99);
+            assert_eq!(b.count(), 99);
+        }
+    }
+
     fn lcg(seed: &mut u64) -> f32 {
         *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let u = (*seed >> 40) as f32 / (1u64 << 24) as f32;

@@ -436,6 +436,35 @@ fn channel_exact_sums_match_the_cpu_bit_for_bit() {
     }
 }
 
+/// `ChannelSums` accumulating the parts of a map on the GPU (one readback for all of
+/// them) equals the CPU's sums of the whole map bit for bit, with the count of all parts,
+/// in every dtype; a map of another channel count or device is an error.
+#[test]
+fn channel_sums_accumulated_on_the_device_match_the_whole_map() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(29);
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        let (xc, xg) = rand_pair(&mut rng, &[1, 6, 90, 130], dt, &g);
+        let whole = xc.channel_exact_sums(90, 130).unwrap();
+        let mut acc = rocm_vision::ChannelSums::new(6, &g).unwrap();
+        // Four parts that partition the map: views of the device tensor, as tiles are.
+        for (r0, r1, c0, c1) in [(0, 40, 0, 70), (0, 40, 70, 130), (40, 90, 0, 70), (40, 90, 70, 130)] {
+            let part = xg.narrow(2, r0, r1 - r0).unwrap().narrow(3, c0, c1 - c0).unwrap();
+            acc.add(&part, r1 - r0, c1 - c0).unwrap();
+        }
+        let wrong = Tensor::zeros(&[1, 5, 4, 4], dt, &g).unwrap();
+        assert!(acc.add(&wrong, 4, 4).is_err(), "5 channels into 6-channel sums");
+        let cpu_part = Tensor::zeros(&[1, 6, 4, 4], dt, &Device::cpu()).unwrap();
+        assert!(acc.add(&cpu_part, 4, 4).is_err(), "a CPU map into device sums");
+        let got = acc.finish().unwrap();
+        for (ch, (a, b)) in whole.iter().zip(&got).enumerate() {
+            assert_eq!(a.sum().to_bits(), b.sum().to_bits(), "{dt:?} channel {ch}: {} vs {}", a.sum(), b.sum());
+            assert_eq!(a.count(), b.count(), "{dt:?} channel {ch}");
+            assert!(!b.saw_non_finite());
+        }
+    }
+}
+
 #[test]
 fn pixel_shuffle_add_matches_the_cpu() {
     let Some(g) = gpu() else { return };

@@ -21,7 +21,8 @@ pub(crate) struct Candidate {
 }
 
 /// FLOPs of all passes over `c.tiles` tiles when `cache_bytes` holds the states that fit
-/// (the upscaler keeps states first come, first served; one tile is always kept).
+/// (the upscaler keeps states first come, first served; the tile a pass ends with always
+/// goes on, as the next pass's first, so the cache holds the other tiles' states).
 pub(crate) fn pass_flops(c: &Candidate, cache_bytes: usize) -> u64 {
     let n = c.tiles as u64;
     let mut total = 0u64;
@@ -30,8 +31,7 @@ pub(crate) fn pass_flops(c: &Candidate, cache_bytes: usize) -> u64 {
         let end = c.pools.get(k).map_or(c.flops, |p| p.flops_before);
         let kept = match start {
             None => 0,
-            Some(_) if n == 1 => 1,
-            Some(p) => (cache_bytes / p.state_bytes.max(1)).min(c.tiles) as u64,
+            Some(p) => (cache_bytes / p.state_bytes.max(1)).min(c.tiles - 1) as u64 + 1,
         };
         let resumed_from = start.map_or(0, |p| p.flops_before);
         total += kept * (end - resumed_from) + (n - kept) * end;
@@ -96,13 +96,14 @@ mod tests {
     fn kept_states_resume_and_the_rest_recompute() {
         // Two pools at 30 and 60 of 100 FLOPs, states of 10 bytes, 4 tiles.
         let c = Candidate { tiles: 4, flops: 100, pools: vec![point(30, 10), point(60, 10)] };
-        // Nothing kept: each pass recomputes from the input: 4·(30 + 60 + 100).
-        assert_eq!(pass_flops(&c, 0), 4 * 190);
-        // Everything kept: every tile runs once: 4·100.
-        assert_eq!(pass_flops(&c, 40), 400);
-        // Two kept: 4·30 + (2·30 + 2·60) + (2·40 + 2·100).
-        assert_eq!(pass_flops(&c, 25), 120 + 180 + 280);
-        // One tile is always kept, whatever the cache.
+        // No cache: only the tile each pass ends with goes on; the other three recompute
+        // from the input: 4·30 + (1·30 + 3·60) + (1·40 + 3·100).
+        assert_eq!(pass_flops(&c, 0), 120 + 210 + 340);
+        // Every state kept (three parked, the last going on): every tile runs once: 4·100.
+        assert_eq!(pass_flops(&c, 30), 400);
+        // Two parked and the last: 4·30 + (3·30 + 1·60) + (3·40 + 1·100).
+        assert_eq!(pass_flops(&c, 25), 120 + 150 + 220);
+        // One tile always goes on, whatever the cache.
         let one = Candidate { tiles: 1, ..c };
         assert_eq!(pass_flops(&one, 0), 100);
     }
@@ -123,7 +124,8 @@ mod tests {
             let c = Candidate { tiles, flops: 10 + side as u64, pools: vec![point(5, 100)] };
             Ok((c, if side == 16 { 1000 } else { 0 }))
         };
-        // side 32: 2·5 + 2·42 = 94; side 16 (all kept): 4·5 + 4·21 = 104; side 8: 8·5 + 8·18 = 184.
+        // side 32 (the last tile goes on): 2·5 + 1·37 + 1·42 = 89; side 16 (all kept):
+        // 4·5 + 4·21 = 104; side 8: 8·5 + 1·13 + 7·18 = 179.
         assert_eq!(cheapest(&[32, 16, 8], 0, price).unwrap(), 32);
         let flat = |side: usize| -> Result<(Candidate, usize), Error> {
             Ok((Candidate { tiles: 64 / side, flops: 10, pools: vec![] }, 0))
@@ -141,14 +143,14 @@ mod tests {
     #[test]
     fn the_run_overhead_favours_fewer_tiles() {
         // Side 16: 4 tiles, everything kept: 4·100 = 400 FLOPs in 8 runs. Side 32: 2 tiles,
-        // nothing kept: 2·(50 + 200) = 500 FLOPs in 4 runs.
+        // nothing parked (the last goes on): 2·50 + 1·150 + 1·200 = 450 FLOPs in 4 runs.
         let price = |side: usize| -> Result<(Candidate, usize), Error> {
             let (tiles, flops, cache) = if side == 16 { (4, 100, 1 << 20) } else { (2, 200, 0) };
             Ok((Candidate { tiles, flops, pools: vec![point(flops / 4, 10)] }, cache))
         };
         assert_eq!(cheapest(&[32, 16], 0, price).unwrap(), 16);
-        // 400 + 8·30 = 640 against 500 + 4·30 = 620.
+        // 400 + 8·30 = 640 against 450 + 4·30 = 570.
         assert_eq!(cheapest(&[32, 16], 30, price).unwrap(), 32);
-        assert_eq!(cheapest(&[32, 16], 20, price).unwrap(), 16); // 560 against 580
+        assert_eq!(cheapest(&[32, 16], 10, price).unwrap(), 16); // 480 against 490
     }
 }

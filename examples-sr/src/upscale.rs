@@ -37,7 +37,8 @@
 //! partition, so the means are bit-identical to the untiled ones; the last pass runs the
 //! tiles to the output. A tile's state between passes is kept when the memory budget
 //! allows it (the official `forward_mean` cache), and recomputed from the input otherwise
-//! (the same values: the means of the earlier passes are already known).
+//! (the same values: the means of the earlier passes are already known). Passes alternate
+//! direction, so the tile a pass ends with starts the next one and is never parked.
 
 use std::ops::Range;
 
@@ -217,6 +218,14 @@ fn split(len: usize, max: usize, unit: usize) -> Vec<Range<usize>> {
             r
         })
         .collect()
+}
+
+/// The order pass `k` runs `n` tiles in: forward in even passes, backward in odd ones, so
+/// that the tile a pass ends with starts the next one. Its state at the pooling layer is
+/// then never parked: once the pass's means are known it runs on (see
+/// `auto_tile::pass_flops`), and the cache needs room for the other tiles' states only.
+fn pass_order(k: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |j| if k % 2 == 0 { j } else { n - 1 - j })
 }
 
 impl Upscaler {
@@ -507,7 +516,8 @@ impl Upscaler {
             // Summed where the maps are and read once per pass: the host queues every
             // tile of the pass without waiting for the device in between.
             let mut sums = ChannelSums::new(pool.channels, device)?;
-            for (i, (rows, cols)) in tiles.iter().enumerate() {
+            for (n, i) in pass_order(k, tiles.len()).enumerate() {
+                let (rows, cols) = &tiles[i];
                 let (mut run, fresh) = start_or_resume(i, &mut states, &mut cached)?;
                 if fresh && k > 0 {
                     stats.recomputed += 1;
@@ -534,19 +544,23 @@ impl Upscaler {
                 drop(blob);
                 let bytes = run.live_bytes();
                 let held = device.live_memory().zip(live_before).map(|(now, before)| now.saturating_sub(before));
-                if tiles.len() == 1 || (cached + bytes <= cache_bytes && held.is_none_or(|h| h <= cache_bytes)) {
+                // The pass's last tile is the next pass's first (the order turns): its state
+                // goes on as its own run's working memory, never into the cache.
+                let last = n + 1 == tiles.len();
+                if last || (cached + bytes <= cache_bytes && held.is_none_or(|h| h <= cache_bytes)) {
                     cached += bytes;
                     states[i] = Some((run, bytes));
                 }
                 stats.cached_bytes = stats.cached_bytes.max(cached);
-                progress(Progress { pass: k + 1, passes, done: k * tiles.len() + i + 1, total });
+                progress(Progress { pass: k + 1, passes, done: k * tiles.len() + n + 1, total });
             }
             let sums = sums.finish()?;
             self.check_coverage(pool, &sums, hp, wp)?;
             means[k] = Some(sums_to_means(&sums, pool)?);
         }
 
-        for (i, (rows, cols)) in tiles.iter().enumerate() {
+        for (n, i) in pass_order(pools.len(), tiles.len()).enumerate() {
+            let (rows, cols) = &tiles[i];
             let (mut run, fresh) = start_or_resume(i, &mut states, &mut cached)?;
             if fresh && !pools.is_empty() {
                 stats.recomputed += 1;
@@ -560,7 +574,7 @@ impl Upscaler {
             let written = std::time::Instant::now();
             sink(&y, rows, cols)?;
             stats.output_time += written.elapsed();
-            progress(Progress { pass: passes, passes, done: (passes - 1) * tiles.len() + i + 1, total });
+            progress(Progress { pass: passes, passes, done: (passes - 1) * tiles.len() + n + 1, total });
         }
         stats.network_time += network_started.elapsed().saturating_sub(stats.output_time.saturating_sub(output_before));
         Ok(())

@@ -40,11 +40,6 @@ pub enum RocmError {
     )]
     OverBudget { ordinal: usize, requested: usize, live: usize, budget: usize },
 
-    #[error(
-        "allocating {requested} bytes on ROCm device {ordinal} would exceed its budget: {live} bytes live, budget {budget} bytes, and {stranded} free bytes lie in memory blocks still partly in use (fragmentation)"
-    )]
-    Fragmented { ordinal: usize, requested: usize, live: usize, stranded: usize, budget: usize },
-
     #[error("ROCm device {ordinal} is out of memory allocating {requested} bytes ({live} bytes live): {code}")]
     OutOfMemory { ordinal: usize, requested: usize, live: usize, code: HipCode },
 

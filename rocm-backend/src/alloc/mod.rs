@@ -7,8 +7,9 @@
 //! (handed out), `cached` (held for reuse) and their peaks. The budget bounds what the
 //! allocator holds: an allocation that would pass it first cuts a cached span or releases
 //! wholly free segments, and fails with [`RocmError::OverBudget`] when the live bytes alone
-//! would pass it (or [`RocmError::Fragmented`] when the only free memory left lies in
-//! segments still partly in use).
+//! would pass it. Only fragmentation can take the held bytes past the budget (free memory
+//! in segments still partly in use, see [`AllocStats::stranded_mallocs`]); the live bytes
+//! never pass it.
 //!
 //! Reuse is safe without events because all work of a device is queued on its one
 //! stream: a kernel that reads a block was queued before the block was freed, so any
@@ -49,6 +50,13 @@ pub struct AllocStats {
     pub device_mallocs: u64,
     /// Blocks given back to HIP (`hipFree`), each batch after a stream synchronisation.
     pub device_frees: u64,
+    /// `hipMalloc`s that took the allocator past its budget because the free memory it
+    /// held lay in segments still partly in use (fragmentation; the live bytes stayed
+    /// within the budget). `peak_reserved` shows by how much.
+    pub stranded_mallocs: u64,
+    /// Of `cached`, the bytes in segments still partly in use (they can go back to HIP only
+    /// once the rest of their segment is free).
+    pub stranded: usize,
     pub budget: usize,
 }
 
@@ -100,7 +108,8 @@ impl Allocator {
     }
 
     pub fn stats(&self) -> AllocStats {
-        self.lock().stats
+        let st = self.lock();
+        AllocStats { stranded: st.pool.stranded_bytes(), ..st.stats }
     }
 
     /// Test hook: the `n`-th allocation from now on (1: the next) fails with
@@ -157,13 +166,11 @@ impl Allocator {
             }
             self.release_cached(&mut st, over, stream)?;
             if st.stats.live + st.stats.cached + size > st.stats.budget {
-                return Err(RocmError::Fragmented {
-                    ordinal: self.ordinal,
-                    requested: bytes,
-                    live: st.stats.live,
-                    stranded: st.pool.stranded_bytes(),
-                    budget: st.stats.budget,
-                });
+                // The free memory left lies in segments still partly in use. The live bytes
+                // fit the budget, so the allocation goes ahead past it by at most those
+                // stranded bytes (failing would refuse what a cache of whole blocks gave);
+                // the excess is given back as soon as a segment is wholly free again.
+                st.stats.stranded_mallocs += 1;
             }
         }
         st.stats.device_mallocs += 1;
