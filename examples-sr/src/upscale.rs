@@ -155,7 +155,7 @@ pub struct Upscaler {
     /// Tile origins and (but for the last) tile sizes are multiples of this.
     tile_align: usize,
     /// The 8-bit output samples read back from the device, kept from one tile and image to
-    /// the next (see [`quantized_on_device`]).
+    /// the next (see [`Upscaler::place_quantized`]).
     download: std::sync::Mutex<Vec<u8>>,
     /// The last image's padded input planes, whose memory the next image reuses.
     planes: std::sync::Mutex<Option<padded::Planes>>,
@@ -322,9 +322,11 @@ impl Upscaler {
         let (m, a) = (self.multiple, self.tile_align);
         let (hr, wr) = (height.div_ceil(m) * m, width.div_ceil(m) * m);
         let longest = hr.max(wr);
-        // A GPU holds the 8-bit padded input while tiles run (`Padded::make_resident`).
+        // A GPU holds the 8-bit padded input while tiles run (`Padded::make_resident`), and
+        // the 8-bit output of the tiles done until the last (`upscale_into`).
         let resident = if self.net.device().is_rocm() {
             Padded::resident_bytes(hr + 2 * self.prepadding, wr + 2 * self.prepadding)
+                + 3 * width * height * self.scale() * self.scale()
         } else {
             0
         };
@@ -370,31 +372,44 @@ impl Upscaler {
                     let (eh, ew) = (if rows.len() > 1 { eh } else { 0 }, if cols.len() > 1 { ew } else { 0 });
                     let (th, tw) = (rows[0].len() + eh + 2 * self.prepadding, cols[0].len() + ew + 2 * self.prepadding);
                     let tile_bytes = self.net.peak_bytes(th, tw)?;
+                    let slack = self.fragmentation_slack(th, tw)?;
                     let candidate = auto_tile::Candidate {
                         tiles: rows.len() * cols.len(),
                         flops: self.net.flops(th, tw)?,
                         pools: self.net.pool_points(th, tw)?,
                     };
-                    Ok((candidate, self.state_cache_bytes(opts, tile_bytes)))
+                    Ok((candidate, self.state_cache_bytes(opts, tile_bytes, slack)))
                 })?
             }
         };
         let rows = split(hr, side, a);
         let cols = split(wr, side, a);
         let tile_bytes = self.tile_bytes(cols[0].len(), rows[0].len())?;
-        let cache_bytes = self.state_cache_bytes(opts, tile_bytes);
+        let (eh, ew) = self.far_extension(cols[0].len(), rows[0].len())?;
+        let slack = self
+            .fragmentation_slack(rows[0].len() + eh + 2 * self.prepadding, cols[0].len() + ew + 2 * self.prepadding)?;
+        let cache_bytes = self.state_cache_bytes(opts, tile_bytes, slack);
         Ok(TilePlan { width, height, rows, cols, tile_bytes, cache_bytes })
     }
 
     /// Bytes for the tile states kept between SE passes. On a GPU they stay in device
     /// memory beside the next tile's run, so they share its budget (a state that does not
-    /// fit is recomputed).
-    fn state_cache_bytes(&self, opts: &Options, tile_bytes: usize) -> usize {
+    /// fit is recomputed), less `slack`: see [`Self::fragmentation_slack`].
+    fn state_cache_bytes(&self, opts: &Options, tile_bytes: usize, slack: usize) -> usize {
         if self.net.device().is_cpu() {
             opts.cache_bytes
         } else {
-            opts.cache_bytes.min(opts.budget_bytes.saturating_sub(tile_bytes))
+            opts.cache_bytes.min(opts.budget_bytes.saturating_sub(tile_bytes + slack))
         }
+    }
+
+    /// Device memory a tiled run leaves unused on a GPU so that the allocator's free memory
+    /// holds its largest map in one piece: kept states pin parts of the allocator's
+    /// segments, and with the cache filled to the budget's last byte, the 1080p f32 tiles
+    /// under 2 GiB held up to 2.38 GiB (H200, 2026-12-05). The largest map of the tile's
+    /// run (`th x tw` input with context).
+    fn fragmentation_slack(&self, th: usize, tw: usize) -> Result<usize, Error> {
+        if self.net.device().is_cpu() { Ok(0) } else { self.net.largest_map_bytes(th, tw) }
     }
 
     /// Upscales `img` tile by tile as `plan` says.
@@ -437,6 +452,10 @@ impl Upscaler {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<(Image, Stats), Error> {
         let mut stats = Stats::default();
+        // 8-bit output on a GPU: each tile is quantised there as it finishes and read back
+        // after the last one, so the final pass queues tile after tile without waiting.
+        let deferred = self.scale() != 4 && self.net.device().is_rocm() && matches!(img.pixels, Pixels::U8(_));
+        let mut pending: Vec<(Tensor, Range<usize>, Range<usize>)> = Vec::new();
         self.run_tiles(
             padded,
             &plan.rows,
@@ -444,14 +463,33 @@ impl Upscaler {
             plan.cache_bytes,
             progress,
             &mut stats,
-            &mut |y, rows, cols| self.write_tile(y, rows, cols, padded, img, &mut out),
+            &mut |y, rows, cols| {
+                if deferred {
+                    pending.push((self.quantized_block(y, rows, cols, img)?, rows.clone(), cols.clone()));
+                    Ok(())
+                } else {
+                    self.write_tile(y, rows, cols, padded, img, &mut out)
+                }
+            },
+            !deferred,
         )?;
+        if !pending.is_empty() {
+            let waited = std::time::Instant::now();
+            self.net.device().synchronize()?;
+            stats.network_time += waited.elapsed();
+            let written = std::time::Instant::now();
+            for (q, rows, cols) in pending.drain(..) {
+                self.place_quantized(&q, &rows, &cols, img, &mut out)?;
+            }
+            stats.output_time += written.elapsed();
+        }
         self.finish(img, out, img.max_value(), input_time, stats)
     }
 
     /// Runs every tile of `padded` (the rows and columns of its rounded image) through
     /// the network in passes: one per SE pooling layer (whole-image means), then the last
-    /// one, whose output of each tile goes to `sink` (after the device is synchronised).
+    /// one, whose output of each tile goes to `sink` (after the device is synchronised when
+    /// `host_sink`: the sink reads the tile on the host, and the wait is network time).
     #[allow(clippy::too_many_arguments)]
     fn run_tiles(
         &self,
@@ -462,6 +500,7 @@ impl Upscaler {
         progress: &mut dyn FnMut(Progress),
         stats: &mut Stats,
         sink: &mut TileSink<'_>,
+        host_sink: bool,
     ) -> Result<(), Error> {
         let p = self.prepadding;
         let (hp, wp) = (padded.h, padded.w);
@@ -570,7 +609,9 @@ impl Upscaler {
                 Stop::Pool { .. } => return Err(Error::Internal("the last pass stopped at a pooling layer".into())),
             };
             drop(run);
-            self.net.device().synchronize()?;
+            if host_sink {
+                self.net.device().synchronize()?;
+            }
             let written = std::time::Instant::now();
             sink(&y, rows, cols)?;
             stats.output_time += written.elapsed();
@@ -629,6 +670,83 @@ impl Upscaler {
         Padded::of(img, self.prepadding, self.multiple, self.net.device().is_rocm(), reuse)
     }
 
+    /// Where a tile's kept output block goes, `[y0, x0, rows, cols]` in output pixels: its
+    /// own `rows·s x cols·s` block, clipped to the image (checked against `y`'s shape).
+    fn kept_block(
+        &self,
+        y: &Tensor,
+        rows: &Range<usize>,
+        cols: &Range<usize>,
+        img: &Image,
+    ) -> Result<[usize; 4], Error> {
+        let s = self.scale();
+        let dims = y.dims();
+        let (th, tw) = (rows.len() * s, cols.len() * s);
+        if dims.len() != 4 || dims[1] != 3 || dims[2] < th || dims[3] < tw {
+            return Err(Error::Internal(format!(
+                "a {}x{} tile gave an output of shape {dims:?}",
+                cols.len(),
+                rows.len()
+            )));
+        }
+        let (y0, x0) = (rows.start * s, cols.start * s);
+        Ok([y0, x0, th.min((img.height * s).saturating_sub(y0)), tw.min((img.width * s).saturating_sub(x0))])
+    }
+
+    /// A tile's kept block quantised on its device, pixel-interleaved as an 8-bit image
+    /// stores it (`[rows, cols, 3]` u8); the work is queued, nothing is read back.
+    fn quantized_block(
+        &self,
+        y: &Tensor,
+        rows: &Range<usize>,
+        cols: &Range<usize>,
+        img: &Image,
+    ) -> Result<Tensor, Error> {
+        let [_, _, keep_h, keep_w] = self.kept_block(y, rows, cols, img)?;
+        quantize_on_device(&y.narrow(2, 0, keep_h)?.narrow(3, 0, keep_w)?, img.max_value())
+    }
+
+    /// Reads a [`Self::quantized_block`] back into the image's samples.
+    fn place_quantized<S: Sample>(
+        &self,
+        q: &Tensor,
+        rows: &Range<usize>,
+        cols: &Range<usize>,
+        img: &Image,
+        out: &mut [S],
+    ) -> Result<(), Error> {
+        let (s, ch) = (self.scale(), img.channels);
+        let ow = img.width * s;
+        let (y0, x0) = (rows.start * s, cols.start * s);
+        let &[keep_h, keep_w, 3] = q.dims() else {
+            return Err(Error::Internal(format!("a quantised block of shape {:?}", q.dims())));
+        };
+        let mut download = self.download.lock().unwrap_or_else(|e| e.into_inner());
+        let n = q.elem_count();
+        if download.len() != n {
+            if download.capacity() < n {
+                // Fresh pages written in parallel: their first touch is the costly part.
+                *download = vec![0u8; n];
+                download.par_chunks_mut(1 << 16).for_each(|c| c.fill(0));
+            }
+            download.resize(n, 0);
+        }
+        q.to_slice(&mut download)?;
+        let q = &download[..];
+        out[y0 * ow * ch..(y0 + keep_h) * ow * ch].par_chunks_mut(ow * ch).enumerate().for_each(|(i, out_row)| {
+            let row = &q[i * keep_w * 3..(i + 1) * keep_w * 3];
+            let dst = &mut out_row[x0 * ch..(x0 + keep_w) * ch];
+            if ch == 3 {
+                dst.iter_mut().zip(row).for_each(|(d, &v)| *d = S::from_level(v as u16));
+            } else {
+                for (px, rgb) in dst.chunks_exact_mut(ch).zip(row.chunks_exact(3)) {
+                    (0..3).for_each(|c| px[c] = S::from_level(rgb[c] as u16));
+                }
+            }
+        });
+        Ok(())
+    }
+
     /// Post-processes a tile's output into the image: its own `rows·s x cols·s` block,
     /// clipped to the image.
     fn write_tile<S: Sample>(
@@ -641,41 +759,11 @@ impl Upscaler {
         out: &mut [S],
     ) -> Result<(), Error> {
         let (s, p) = (self.scale(), self.prepadding);
-        let (w, h, ch) = (img.width, img.height, img.channels);
-        let (ow, oh) = (w * s, h * s);
-        let dims = y.dims().to_vec();
-        let (th, tw) = (rows.len() * s, cols.len() * s);
-        if dims.len() != 4 || dims[1] != 3 || dims[2] < th || dims[3] < tw {
-            return Err(Error::Internal(format!(
-                "a {}x{} tile gave an output of shape {dims:?}",
-                cols.len(),
-                rows.len()
-            )));
-        }
-        let (yh, yw) = (dims[2], dims[3]);
+        let (w, ch) = (img.width, img.channels);
+        let ow = w * s;
+        let [y0, x0, keep_h, keep_w] = self.kept_block(y, rows, cols, img)?;
+        let (yh, yw) = (y.dims()[2], y.dims()[3]);
         let maxv = img.max_value();
-        let (y0, x0) = (rows.start * s, cols.start * s);
-        let keep_h = th.min(oh.saturating_sub(y0));
-        let keep_w = tw.min(ow.saturating_sub(x0));
-        if s != 4 && y.device().is_rocm() && matches!(img.pixels, Pixels::U8(_)) {
-            // Only the kept block goes down, pixel-interleaved as the image stores it.
-            let kept = y.narrow(2, 0, keep_h)?.narrow(3, 0, keep_w)?;
-            let mut download = self.download.lock().unwrap_or_else(|e| e.into_inner());
-            quantized_on_device(&kept, maxv, &mut download)?;
-            let q = &download[..];
-            out[y0 * ow * ch..(y0 + keep_h) * ow * ch].par_chunks_mut(ow * ch).enumerate().for_each(|(i, out_row)| {
-                let row = &q[i * keep_w * 3..(i + 1) * keep_w * 3];
-                let dst = &mut out_row[x0 * ch..(x0 + keep_w) * ch];
-                if ch == 3 {
-                    dst.iter_mut().zip(row).for_each(|(d, &v)| *d = S::from_level(v as u16));
-                } else {
-                    for (px, rgb) in dst.chunks_exact_mut(ch).zip(row.chunks_exact(3)) {
-                        (0..3).for_each(|c| px[c] = S::from_level(rgb[c] as u16));
-                    }
-                }
-            });
-            return Ok(());
-        }
         let v = y.to_vec::<f32>()?;
         // Output rows in parallel (each owns its samples of every channel).
         out[y0 * ow * ch..(y0 + keep_h) * ow * ch].par_chunks_mut(ow * ch).enumerate().for_each(|(i, out_row)| {
@@ -708,31 +796,24 @@ fn own_extent(ratio: Ratio, n: usize, full: usize, layer: &str) -> Result<usize,
     })
 }
 
-/// [`quantize`] of `y · max + 0.5` on the device, read back as 8-bit samples: a quarter of
-/// the bytes of the f32 read-back, which (with the page faults of a fresh 100 MB vector)
-/// was 0.1 s of a 0.22 s 1080p upscale on the H200. `max · y + 0.5` is one fused
-/// multiply-add there (exact for f16 outputs, at most one level apart from the host's two
-/// roundings for f32 ones); max/min before the truncating cast are the host's clamp.
-/// Read into `buf`, which is kept between calls: a fresh 25 MB buffer for each 4K output
-/// took its page faults inside the download (17 ms against 2 ms, H200 host timeline of
-/// 2026-12-04); a new or larger one is touched in parallel first.
-/// The samples come down pixel-interleaved (`[rows][cols][3]` of a `[1, 3, rows, cols]`
+/// [`quantize`] of `y · max + 0.5` on the device as 8-bit samples, to be read back: a
+/// quarter of the bytes of the f32 read-back, which (with the page faults of a fresh
+/// 100 MB vector) was 0.1 s of a 0.22 s 1080p upscale on the H200. `max · y + 0.5` is one
+/// fused multiply-add there (exact for f16 outputs, at most one level apart from the
+/// host's two roundings for f32 ones); max/min before the truncating cast are the host's
+/// clamp. The samples are pixel-interleaved (`[rows, cols, 3]` of a `[1, 3, rows, cols]`
 /// map), as the image stores them, so the host copies rows instead of gathering channels.
-fn quantized_on_device(y: &Tensor, max: f32, buf: &mut Vec<u8>) -> Result<(), Error> {
+/// [`Upscaler::place_quantized`] reads them into a buffer kept between calls: a fresh
+/// 25 MB one for each 4K output took its page faults inside the download (17 ms against
+/// 2 ms, H200 host timeline of 2026-12-04).
+fn quantize_on_device(y: &Tensor, max: f32) -> Result<Tensor, Error> {
     let d = y.device();
     let lo = Tensor::full(0.0, &[1], candle_core::DType::F32, d)?;
     let hi = Tensor::full(max as f64, &[1], candle_core::DType::F32, d)?;
     let x = y.to_dtype(candle_core::DType::F32)?.affine(max as f64, 0.5)?;
     let q = x.maximum(&lo)?.minimum(&hi)?.to_dtype(candle_core::DType::U8)?.permute(&[0, 2, 3, 1])?.contiguous()?;
-    let n = q.elem_count();
-    if buf.len() != n {
-        if buf.capacity() < n {
-            *buf = vec![0u8; n];
-            buf.par_chunks_mut(1 << 16).for_each(|c| c.fill(0));
-        }
-        buf.resize(n, 0);
-    }
-    Ok(q.to_slice(buf)?)
+    let &[_, rows, cols, c] = q.dims() else { return Err(Error::Internal(format!("quantising a {:?} map", y.dims()))) };
+    Ok(q.reshape(&[rows, cols, c])?)
 }
 
 /// An output sample, the input image's own type: an 8-bit image is written as u8 from

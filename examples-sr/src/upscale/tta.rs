@@ -98,7 +98,7 @@ impl Upscaler {
                 progress(Progress { done: k * per + q.done, total: 8 * per, ..q })
             };
             let mut one = Stats::default();
-            self.run_tiles(&frame, rows, cols, plan.cache_bytes, &mut inner, &mut one, &mut add)?;
+            self.run_tiles(&frame, rows, cols, plan.cache_bytes, &mut inner, &mut one, &mut add, true)?;
             stats.tiles = one.tiles;
             stats.passes = one.passes;
             stats.recomputed += one.recomputed;
