@@ -26,6 +26,47 @@ use crate::geometry::{ConvGeometry, ConvKind, Phase, phases};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// Evaluates `$body` compiled for the instruction set of the microkernel `$kernel`.
+///
+/// The body, written against the named arguments, is instantiated in `#[target_feature]`
+/// entry points for AVX-512 and for AVX2 + FMA, so that it and its `#[inline(always)]`
+/// callees (16-lane loops, packing, write-outs) compile at that width; the portable
+/// microkernel (and any other architecture) runs it as compiled for the baseline. A
+/// closure would not do: where LLVM declines to inline it, it compiles for the baseline.
+/// The body must be `()` and is an unsafe context; the caller promises that `$kernel` is
+/// supported by the CPU (`MicroKernel::is_supported`).
+///
+/// ```ignore
+/// isa_entry!(self.kernel, [T: Element], [T], (plan: &Plan = self, x: &[T] = input) => plan.body(x));
+/// ```
+#[macro_export]
+macro_rules! isa_entry {
+    ($kernel:expr, [$($gp:tt)*], [$($ga:tt)*], ($($name:ident: $ty:ty = $val:expr),* $(,)?) => $body:expr) => {{
+        $(let $name = $val;)*
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f,avx2,fma")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn avx512<$($gp)*>($($name: $ty),*) {
+                unsafe { $body }
+            }
+            #[target_feature(enable = "avx2,fma")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn avx2<$($gp)*>($($name: $ty),*) {
+                unsafe { $body }
+            }
+            match $kernel {
+                $crate::cpu::MicroKernel::Avx512 | $crate::cpu::MicroKernel::Avx512Narrow => {
+                    return unsafe { avx512::<$($ga)*>($($name),*) };
+                }
+                $crate::cpu::MicroKernel::Avx2Fma => return unsafe { avx2::<$($ga)*>($($name),*) },
+                $crate::cpu::MicroKernel::Portable => {}
+            }
+        }
+        unsafe { $body }
+    }};
+}
+
 /// Cache blocking of the CPU executor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CpuTiling {
@@ -327,47 +368,17 @@ impl CpuConvPlan {
         out: SharedMut<T>,
         slot: &mut [f32],
     ) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx512f,avx2,fma")]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn avx512<T: Element>(
-                plan: &CpuConvPlan,
-                unit: &WorkUnit,
-                input: &[T],
-                a_pack: &[f32],
-                bias: Option<&[T]>,
-                epilogue: &Epilogue<&[T]>,
-                out: SharedMut<T>,
-                slot: &mut [f32],
-            ) {
-                unsafe { plan.unit_body(unit, input, a_pack, bias, epilogue, out, slot) }
-            }
-            #[target_feature(enable = "avx2,fma")]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn avx2<T: Element>(
-                plan: &CpuConvPlan,
-                unit: &WorkUnit,
-                input: &[T],
-                a_pack: &[f32],
-                bias: Option<&[T]>,
-                epilogue: &Epilogue<&[T]>,
-                out: SharedMut<T>,
-                slot: &mut [f32],
-            ) {
-                unsafe { plan.unit_body(unit, input, a_pack, bias, epilogue, out, slot) }
-            }
-            // SAFETY: the plan's microkernel was checked to be supported, and each needs
-            // the features its entry point enables.
-            match self.kernel {
-                MicroKernel::Avx512 | MicroKernel::Avx512Narrow => {
-                    return unsafe { avx512(self, unit, input, a_pack, bias, epilogue, out, slot) };
-                }
-                MicroKernel::Avx2Fma => return unsafe { avx2(self, unit, input, a_pack, bias, epilogue, out, slot) },
-                MicroKernel::Portable => {}
-            }
-        }
-        unsafe { self.unit_body(unit, input, a_pack, bias, epilogue, out, slot) }
+        // SAFETY: the plan's microkernel was checked to be supported.
+        crate::isa_entry!(self.kernel, [T: Element], [T], (
+            plan: &CpuConvPlan = self,
+            unit: &WorkUnit = unit,
+            input: &[T] = input,
+            a_pack: &[f32] = a_pack,
+            bias: Option<&[T]> = bias,
+            epilogue: &Epilogue<&[T]> = epilogue,
+            out: SharedMut<T> = out,
+            slot: &mut [f32] = slot,
+        ) => plan.unit_body(unit, input, a_pack, bias, epilogue, out, slot))
     }
 
     /// See [`Self::run_unit`].

@@ -286,51 +286,18 @@ impl WinogradPlan {
         m: &mut [f32],
         out: SharedMut<T>,
     ) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx512f,avx2,fma")]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn avx512<T: Element, const M: usize, const N: usize, const E: usize>(
-                plan: &WinogradPlan,
-                input: &[T],
-                u: &[f32],
-                bias: Option<&[T]>,
-                epilogue: &Epilogue<&[T]>,
-                tiles: Range<usize>,
-                v: &mut [f32],
-                m: &mut [f32],
-                out: SharedMut<T>,
-            ) {
-                unsafe { plan.block_body::<T, M, N, E>(input, u, bias, epilogue, tiles, v, m, out) }
-            }
-            #[target_feature(enable = "avx2,fma")]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn avx2<T: Element, const M: usize, const N: usize, const E: usize>(
-                plan: &WinogradPlan,
-                input: &[T],
-                u: &[f32],
-                bias: Option<&[T]>,
-                epilogue: &Epilogue<&[T]>,
-                tiles: Range<usize>,
-                v: &mut [f32],
-                m: &mut [f32],
-                out: SharedMut<T>,
-            ) {
-                unsafe { plan.block_body::<T, M, N, E>(input, u, bias, epilogue, tiles, v, m, out) }
-            }
-            // SAFETY: the plan's microkernel is supported (checked in `run_tiles`), and
-            // each one needs the features its entry point enables.
-            match self.kernel {
-                MicroKernel::Avx512 | MicroKernel::Avx512Narrow => {
-                    return unsafe { avx512::<T, M, N, E>(self, input, u, bias, epilogue, tiles, v, m, out) };
-                }
-                MicroKernel::Avx2Fma => {
-                    return unsafe { avx2::<T, M, N, E>(self, input, u, bias, epilogue, tiles, v, m, out) };
-                }
-                MicroKernel::Portable => {}
-            }
-        }
-        unsafe { self.block_body::<T, M, N, E>(input, u, bias, epilogue, tiles, v, m, out) }
+        // SAFETY: the plan's microkernel is supported (checked in `run_tiles`).
+        implicit_gemm::isa_entry!(self.kernel, [T: Element, const M: usize, const N: usize, const E: usize], [T, M, N, E], (
+            plan: &WinogradPlan = self,
+            input: &[T] = input,
+            u: &[f32] = u,
+            bias: Option<&[T]> = bias,
+            epilogue: &Epilogue<&[T]> = epilogue,
+            tiles: Range<usize> = tiles,
+            v: &mut [f32] = v,
+            m: &mut [f32] = m,
+            out: SharedMut<T> = out,
+        ) => plan.block_body::<T, M, N, E>(input, u, bias, epilogue, tiles, v, m, out))
     }
 
     /// See [`Self::run_block`].
