@@ -1,15 +1,11 @@
 //! The caching allocator: size classes, a budget on every byte, and blocks reused in
 //! stream order.
 //!
-//! Freed blocks go back to a cache instead of to HIP (hipFree synchronises the device).
-//! The cache is a [`SegmentPool`]: each `hipMalloc` is a segment, which later requests may
-//! take whole or, near the budget, cut (see `pool`). Every byte is accounted: `live`
-//! (handed out), `cached` (held for reuse) and their peaks. The budget bounds what the
-//! allocator holds: an allocation that would pass it first cuts a cached span or releases
-//! wholly free segments, and fails with [`RocmError::OverBudget`] when the live bytes alone
-//! would pass it. Only fragmentation can take the held bytes past the budget (free memory
-//! in segments still partly in use, see [`AllocStats::stranded_mallocs`]); the live bytes
-//! never pass it.
+//! Freed blocks go to a cache keyed by size class instead of back to HIP (hipFree
+//! synchronises the device). Every byte is accounted: `live` (handed out), `cached`
+//! (held for reuse) and their peaks. The budget bounds what the allocator holds: an
+//! allocation that would pass it first releases cached blocks, and fails with
+//! [`RocmError::OverBudget`] when the live bytes alone would pass it.
 //!
 //! Reuse is safe without events because all work of a device is queued on its one
 //! stream: a kernel that reads a block was queued before the block was freed, so any
@@ -19,10 +15,8 @@
 use crate::error::{Result, RocmError};
 use crate::runtime::{check, code};
 use cubecl_hip_sys as hip;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
-
-mod pool;
-use pool::{Fit, SegmentPool};
 
 /// Blocks below this are rounded up to a multiple of [`SMALL_GRANULE`]; above it to a
 /// multiple of [`LARGE_GRANULE`] (bounded waste, few distinct classes).
@@ -50,18 +44,11 @@ pub struct AllocStats {
     pub device_mallocs: u64,
     /// Blocks given back to HIP (`hipFree`), each batch after a stream synchronisation.
     pub device_frees: u64,
-    /// `hipMalloc`s that took the allocator past its budget because the free memory it
-    /// held lay in segments still partly in use (fragmentation; the live bytes stayed
-    /// within the budget). `peak_reserved` shows by how much.
-    pub stranded_mallocs: u64,
-    /// Of `cached`, the bytes in segments still partly in use (they can go back to HIP only
-    /// once the rest of their segment is free).
-    pub stranded: usize,
     pub budget: usize,
 }
 
 struct State {
-    pool: SegmentPool,
+    free: BTreeMap<usize, Vec<usize>>,
     stats: AllocStats,
     /// Fault hook: the value of `stats.allocations` whose allocation fails; 0: none.
     fail_at: u64,
@@ -85,7 +72,7 @@ impl Allocator {
         Allocator {
             ordinal,
             state: Mutex::new(State {
-                pool: SegmentPool::default(),
+                free: BTreeMap::new(),
                 stats: AllocStats { budget: usize::MAX, ..Default::default() },
                 fail_at: 0,
             }),
@@ -108,8 +95,7 @@ impl Allocator {
     }
 
     pub fn stats(&self) -> AllocStats {
-        let st = self.lock();
-        AllocStats { stranded: st.pool.stranded_bytes(), ..st.stats }
+        self.lock().stats
     }
 
     /// Test hook: the `n`-th allocation from now on (1: the next) fails with
@@ -126,10 +112,9 @@ impl Allocator {
         st.stats.budget.saturating_sub(st.stats.live)
     }
 
-    /// A block of at least `bytes`: the smallest cached span of its size class or up to a
-    /// quarter larger (large classes only); near the budget, a larger cached span cut to
-    /// the size class; else a new segment from HIP. Taking a slightly larger or a cut block
-    /// is what keeps a run whose tensor sizes vary (tiles, bands, the last chunk) off
+    /// A block of at least `bytes`: the smallest cached block of its size class or up to a
+    /// quarter larger (large classes only), else a new one from HIP. Taking a slightly larger
+    /// block is what keeps a run whose tensor sizes vary (tiles, bands, the last chunk) off
     /// hipMalloc/hipFree, which synchronise the device.
     pub(crate) fn alloc(&self, bytes: usize, stream: &crate::stream::Stream) -> Result<Block> {
         let size = size_class(bytes);
@@ -143,9 +128,17 @@ impl Allocator {
                 requested: bytes,
             });
         }
-        let at_most = if size < SMALL_LIMIT { size } else { size + size / 4 };
-        if let Some(block) = self.take_cached(&mut st, size, Fit::Whole { at_most }) {
-            return Ok(block);
+        let largest_fit = if size < SMALL_LIMIT { size } else { size + size / 4 };
+        if let Some((&found, _)) = st.free.range(size..=largest_fit).next() {
+            let list = st.free.get_mut(&found).expect("present");
+            let ptr = list.pop().expect("non-empty lists only");
+            if list.is_empty() {
+                st.free.remove(&found);
+            }
+            st.stats.cached -= found;
+            st.stats.cache_hits += 1;
+            self.add_live(&mut st, found);
+            return Ok(Block { ptr, size: found });
         }
         if st.stats.live + size > st.stats.budget {
             return Err(RocmError::OverBudget {
@@ -157,21 +150,7 @@ impl Allocator {
         }
         let over = (st.stats.live + st.stats.cached + size).saturating_sub(st.stats.budget);
         if over > 0 {
-            // A new segment would not fit beside the cache: cut a larger cached span
-            // rather than give blocks back that the run will ask for again.
-            if size >= SMALL_LIMIT
-                && let Some(block) = self.take_cached(&mut st, size, Fit::Cut { at_most })
-            {
-                return Ok(block);
-            }
             self.release_cached(&mut st, over, stream)?;
-            if st.stats.live + st.stats.cached + size > st.stats.budget {
-                // The free memory left lies in segments still partly in use. The live bytes
-                // fit the budget, so the allocation goes ahead past it by at most those
-                // stranded bytes (failing would refuse what a cache of whole blocks gave);
-                // the excess is given back as soon as a segment is wholly free again.
-                st.stats.stranded_mallocs += 1;
-            }
         }
         st.stats.device_mallocs += 1;
         let ptr = match self.hip_malloc(size) {
@@ -188,20 +167,8 @@ impl Allocator {
                 })?
             }
         };
-        st.pool.add_segment(ptr, size);
-        let taken = st.pool.take(size, Fit::Whole { at_most: size });
-        debug_assert_eq!(taken, Some((ptr, size)));
         self.add_live(&mut st, size);
         Ok(Block { ptr, size })
-    }
-
-    /// A cached span for `size` bytes as `fit` allows, counted live.
-    fn take_cached(&self, st: &mut State, size: usize, fit: Fit) -> Option<Block> {
-        let (ptr, got) = st.pool.take(size, fit)?;
-        st.stats.cached -= got;
-        st.stats.cache_hits += 1;
-        self.add_live(st, got);
-        Some(Block { ptr, size: got })
     }
 
     fn add_live(&self, st: &mut State, size: usize) {
@@ -219,14 +186,12 @@ impl Allocator {
     /// Returns a block to the cache.
     pub(crate) fn free(&self, block: Block) {
         let mut st = self.lock();
-        let size = st.pool.give_back(block.ptr).expect("a block handed out by this allocator");
-        debug_assert_eq!(size, block.size);
-        st.stats.live -= size;
-        st.stats.cached += size;
+        st.stats.live -= block.size;
+        st.stats.cached += block.size;
+        st.free.entry(block.size).or_default().push(block.ptr);
     }
 
-    /// Gives wholly free segments back to HIP, largest first, until at least `bytes` are
-    /// released or none is left.
+    /// Gives at least `bytes` of cached blocks back to HIP, largest first.
     fn release_cached(&self, st: &mut State, bytes: usize, stream: &crate::stream::Stream) -> Result<()> {
         if bytes == 0 || st.stats.cached == 0 {
             return Ok(());
@@ -234,7 +199,12 @@ impl Allocator {
         stream.synchronize()?;
         let mut released = 0;
         while released < bytes {
-            let Some((ptr, size)) = st.pool.pop_free_segment() else { break };
+            let Some((&size, _)) = st.free.iter().next_back() else { break };
+            let list = st.free.get_mut(&size).expect("present");
+            let ptr = list.pop().expect("non-empty lists only");
+            if list.is_empty() {
+                st.free.remove(&size);
+            }
             unsafe { check("hipFree", hip::hipFree(ptr as *mut _))? };
             st.stats.device_frees += 1;
             st.stats.cached -= size;
