@@ -228,14 +228,9 @@ impl RocmTensor {
     /// Per-channel exact sums of the first `rows x cols` of a `[1, C, H, W]` tensor.
     pub fn channel_exact_sums(&self, rows: usize, cols: usize) -> Result<Vec<crate::ExactSum>> {
         let view = self.plane_view(rows, cols)?;
-        let (buckets, non_finite) =
-            ops::exact_channel_sums(&self.array, &view).map_err(|e| op_err("channel_exact_sums", e))?;
-        let count = (view.dims()[1] * view.dims()[2]) as u64;
-        Ok(buckets
-            .chunks_exact(256)
-            .zip(non_finite)
-            .map(|(b, nf)| crate::ExactSum::from_buckets(b, count, nf))
-            .collect())
+        let sums = DeviceSums::new(self.device(), view.dims()[0])?;
+        self.channel_exact_sums_into(rows, cols, &sums)?;
+        sums.read((view.dims()[1] * view.dims()[2]) as u64)
     }
 
     /// Adds the per-channel exact sums of the first `rows x cols` into device buckets

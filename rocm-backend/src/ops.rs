@@ -391,23 +391,12 @@ pub fn reduce(op: ReduceOp, x: &DeviceArray, outer: usize, len: usize, inner: us
     Ok(out)
 }
 
-/// Per-channel exact sums of a `[C, rows, cols]` view of `x` (f32/f16/bf16): for each
-/// channel, the 256 buckets of signed significand sums by biased f32 exponent (the layout
-/// of `rocm_vision::ExactSum`) and whether an inf or NaN was seen. Order-independent, so
-/// tiles and whole maps agree bit for bit; the host reads back 2 KiB per channel.
-pub fn exact_channel_sums(x: &DeviceArray, view: &Layout) -> Result<(Vec<i64>, Vec<bool>)> {
-    let c = view.dims().first().copied().unwrap_or(0);
-    let dev = device(x);
-    let buckets = DeviceArray::zeros(dev, DType::I64, c * 256)?;
-    let flags = DeviceArray::zeros(dev, DType::U32, c)?;
-    exact_channel_sums_into(x, view, &buckets, &flags)?;
-    Ok((buckets.to_vec::<i64>()?, flags.to_vec::<u32>()?.into_iter().map(|f| f != 0).collect()))
-}
-
-/// Adds the exact sums of each channel of the `[C, rows, cols]` view of `x` into
-/// `buckets` (`C x 256` i64, the layout [`exact_channel_sums`] reads back) and sets
-/// `flags[c]` (u32) where a non-finite value was seen. Nothing is read back: the sums of
-/// several maps (a pass's tiles) accumulate on the device, and the caller reads them once.
+/// Adds the per-channel exact sums of a `[C, rows, cols]` view of `x` (f32/f16/bf16) into
+/// `buckets` (`C x 256` i64: for each channel the signed significand sums by biased f32
+/// exponent, the layout of `rocm_vision::ExactSum`) and sets `flags[c]` (u32) where an inf
+/// or NaN was seen. Order-independent, so tiles and whole maps agree bit for bit. Nothing
+/// is read back: the sums of several maps (a pass's tiles) accumulate on the device, and
+/// the caller reads 2 KiB per channel once.
 pub fn exact_channel_sums_into(
     x: &DeviceArray,
     view: &Layout,
