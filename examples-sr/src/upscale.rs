@@ -372,44 +372,31 @@ impl Upscaler {
                     let (eh, ew) = (if rows.len() > 1 { eh } else { 0 }, if cols.len() > 1 { ew } else { 0 });
                     let (th, tw) = (rows[0].len() + eh + 2 * self.prepadding, cols[0].len() + ew + 2 * self.prepadding);
                     let tile_bytes = self.net.peak_bytes(th, tw)?;
-                    let slack = self.fragmentation_slack(th, tw)?;
                     let candidate = auto_tile::Candidate {
                         tiles: rows.len() * cols.len(),
                         flops: self.net.flops(th, tw)?,
                         pools: self.net.pool_points(th, tw)?,
                     };
-                    Ok((candidate, self.state_cache_bytes(opts, tile_bytes, slack)))
+                    Ok((candidate, self.state_cache_bytes(opts, tile_bytes)))
                 })?
             }
         };
         let rows = split(hr, side, a);
         let cols = split(wr, side, a);
         let tile_bytes = self.tile_bytes(cols[0].len(), rows[0].len())?;
-        let (eh, ew) = self.far_extension(cols[0].len(), rows[0].len())?;
-        let slack = self
-            .fragmentation_slack(rows[0].len() + eh + 2 * self.prepadding, cols[0].len() + ew + 2 * self.prepadding)?;
-        let cache_bytes = self.state_cache_bytes(opts, tile_bytes, slack);
+        let cache_bytes = self.state_cache_bytes(opts, tile_bytes);
         Ok(TilePlan { width, height, rows, cols, tile_bytes, cache_bytes })
     }
 
     /// Bytes for the tile states kept between SE passes. On a GPU they stay in device
     /// memory beside the next tile's run, so they share its budget (a state that does not
-    /// fit is recomputed), less `slack`: see [`Self::fragmentation_slack`].
-    fn state_cache_bytes(&self, opts: &Options, tile_bytes: usize, slack: usize) -> usize {
+    /// fit is recomputed).
+    fn state_cache_bytes(&self, opts: &Options, tile_bytes: usize) -> usize {
         if self.net.device().is_cpu() {
             opts.cache_bytes
         } else {
-            opts.cache_bytes.min(opts.budget_bytes.saturating_sub(tile_bytes + slack))
+            opts.cache_bytes.min(opts.budget_bytes.saturating_sub(tile_bytes))
         }
-    }
-
-    /// Device memory a tiled run leaves unused on a GPU so that the allocator's free memory
-    /// holds its largest map in one piece: kept states pin parts of the allocator's
-    /// segments, and with the cache filled to the budget's last byte, the 1080p f32 tiles
-    /// under 2 GiB held up to 2.38 GiB (H200, 2026-12-05). The largest map of the tile's
-    /// run (`th x tw` input with context).
-    fn fragmentation_slack(&self, th: usize, tw: usize) -> Result<usize, Error> {
-        if self.net.device().is_cpu() { Ok(0) } else { self.net.largest_map_bytes(th, tw) }
     }
 
     /// Upscales `img` tile by tile as `plan` says.

@@ -173,12 +173,6 @@ impl Network {
         Ok(self.walk(h, w)?.peak_bytes)
     }
 
-    /// The largest single feature map a run on an `h x w` input allocates (what a
-    /// fragmented device allocator may have to find in one piece).
-    pub fn largest_map_bytes(&self, h: usize, w: usize) -> Result<usize, Error> {
-        Ok(self.walk(h, w)?.largest_bytes)
-    }
-
     /// The walk of [`Self::peak_bytes`] layer by layer: each layer's name and the bytes
     /// held while it runs (to hold against `Profile::peak_live_by_layer`).
     pub fn peak_bytes_by_layer(&self, h: usize, w: usize) -> Result<Vec<(String, usize)>, Error> {
@@ -313,8 +307,7 @@ impl Network {
         }
         // The output read back as f32.
         peak = peak.max(live(&live_blobs, &storage, &storage_bytes) + bytes(shapes[self.graph.output]) / elem * 4);
-        let largest_bytes = storage_bytes.iter().copied().max().unwrap_or(0);
-        Ok(Walk { peak_bytes: peak, largest_bytes, pools, by_node })
+        Ok(Walk { peak_bytes: peak, pools, by_node })
     }
 }
 
@@ -329,8 +322,6 @@ pub struct PoolPoint {
 
 struct Walk {
     peak_bytes: usize,
-    /// The largest single feature map's allocation.
-    largest_bytes: usize,
     pools: Vec<PoolPoint>,
     /// Each layer's name and the bytes the walk holds while it runs.
     by_node: Vec<(String, usize)>,
