@@ -106,6 +106,9 @@ pub struct TilePlan {
     pub tile_bytes: usize,
     /// Memory for tile states kept between SE passes ([`Options::cache_bytes`]).
     pub cache_bytes: usize,
+    /// Parked states are shed ([`Network::shed`]): more of them fit, for the FLOPs of
+    /// rebuilding their shed maps (chosen by [`auto_tile::prefer_shed`]).
+    pub shed: bool,
 }
 
 impl TilePlan {
@@ -135,6 +138,8 @@ pub struct Stats {
     pub passes: usize,
     /// Tile runs restarted from the input because their state did not fit the budget.
     pub recomputed: usize,
+    /// Maps dropped from parked states and rebuilt later ([`TilePlan::shed`]).
+    pub shed_maps: usize,
     /// Largest total of tile states kept between passes.
     pub cached_bytes: usize,
     /// Where the time went: the padded input planes, the network runs (each pass up to
@@ -372,12 +377,7 @@ impl Upscaler {
                     let (eh, ew) = (if rows.len() > 1 { eh } else { 0 }, if cols.len() > 1 { ew } else { 0 });
                     let (th, tw) = (rows[0].len() + eh + 2 * self.prepadding, cols[0].len() + ew + 2 * self.prepadding);
                     let tile_bytes = self.net.peak_bytes(th, tw)?;
-                    let candidate = auto_tile::Candidate {
-                        tiles: rows.len() * cols.len(),
-                        flops: self.net.flops(th, tw)?,
-                        pools: self.net.pool_points(th, tw)?,
-                    };
-                    Ok((candidate, self.state_cache_bytes(opts, tile_bytes)))
+                    Ok((self.candidate(&rows, &cols, th, tw)?, self.state_cache_bytes(opts, tile_bytes)))
                 })?
             }
         };
@@ -385,7 +385,26 @@ impl Upscaler {
         let cols = split(wr, side, a);
         let tile_bytes = self.tile_bytes(cols[0].len(), rows[0].len())?;
         let cache_bytes = self.state_cache_bytes(opts, tile_bytes);
-        Ok(TilePlan { width, height, rows, cols, tile_bytes, cache_bytes })
+        let shed = if rows.len() * cols.len() > 1 && !self.net.pools().is_empty() {
+            let (eh, ew) = self.far_extension(cols[0].len(), rows[0].len())?;
+            let (eh, ew) = (if rows.len() > 1 { eh } else { 0 }, if cols.len() > 1 { ew } else { 0 });
+            let (th, tw) = (rows[0].len() + eh + 2 * self.prepadding, cols[0].len() + ew + 2 * self.prepadding);
+            auto_tile::prefer_shed(&self.candidate(&rows, &cols, th, tw)?, cache_bytes)
+        } else {
+            false
+        };
+        Ok(TilePlan { width, height, rows, cols, tile_bytes, cache_bytes, shed })
+    }
+
+    /// What the passes over `rows x cols` tiles of `th x tw` net input pixels do, for
+    /// [`auto_tile`]'s pricing.
+    fn candidate(&self, rows: &[Range<usize>], cols: &[Range<usize>], th: usize, tw: usize) -> Result<auto_tile::Candidate, Error> {
+        Ok(auto_tile::Candidate {
+            tiles: rows.len() * cols.len(),
+            flops: self.net.flops(th, tw)?,
+            pools: self.net.pool_points(th, tw)?,
+            replay_flops: self.net.replay_flops(th, tw)?,
+        })
     }
 
     /// Bytes for the tile states kept between SE passes. On a GPU they stay in device
@@ -448,6 +467,7 @@ impl Upscaler {
             &plan.rows,
             &plan.cols,
             plan.cache_bytes,
+            plan.shed,
             progress,
             &mut stats,
             &mut |y, rows, cols| {
@@ -484,6 +504,7 @@ impl Upscaler {
         plan_rows: &[Range<usize>],
         plan_cols: &[Range<usize>],
         cache_bytes: usize,
+        shed: bool,
         progress: &mut dyn FnMut(Progress),
         stats: &mut Stats,
         sink: &mut TileSink<'_>,
@@ -568,11 +589,14 @@ impl Upscaler {
                 );
                 sums.add(&blob, region.0, region.1)?;
                 drop(blob);
-                let bytes = run.live_bytes();
-                let held = device.live_memory().zip(live_before).map(|(now, before)| now.saturating_sub(before));
                 // The pass's last tile is the next pass's first (the order turns): its state
                 // goes on as its own run's working memory, never into the cache.
                 let last = n + 1 == tiles.len();
+                if shed && !last {
+                    stats.shed_maps += self.net.shed(&mut run)?;
+                }
+                let bytes = run.live_bytes();
+                let held = device.live_memory().zip(live_before).map(|(now, before)| now.saturating_sub(before));
                 if last || (cached + bytes <= cache_bytes && held.is_none_or(|h| h <= cache_bytes)) {
                     cached += bytes;
                     states[i] = Some((run, bytes));

@@ -1,6 +1,7 @@
 //! Tiled output is bit-identical to untiled output: on images that need at least 4 tiles,
 //! for each network shape (se 2x / 3x / 4x with 4 SE blocks, pro 3x, nose 2x without SE),
-//! with tile states kept between the SE passes and with them recomputed.
+//! with tile states kept between the SE passes, kept shed (maps dropped and rebuilt) and
+//! recomputed.
 
 mod common;
 
@@ -12,8 +13,20 @@ fn run(
     tile: TileSize,
     cache: usize,
 ) -> (examples_sr::image_io::Image, examples_sr::upscale::Stats) {
-    let plan =
+    run_shed(up, img, tile, cache, None)
+}
+
+/// `shed`: overrides the plan's choice of shedding parked states.
+fn run_shed(
+    up: &Upscaler,
+    img: &examples_sr::image_io::Image,
+    tile: TileSize,
+    cache: usize,
+    shed: Option<bool>,
+) -> (examples_sr::image_io::Image, examples_sr::upscale::Stats) {
+    let mut plan =
         up.plan(img.width, img.height, &Options { tile, budget_bytes: usize::MAX, cache_bytes: cache }).expect("plan");
+    plan.shed = shed.unwrap_or(plan.shed);
     up.upscale_with_stats(img, &plan, &mut |_| {}).expect("upscale")
 }
 
@@ -33,6 +46,15 @@ fn check(variant: &str, w: usize, h: usize, channels: usize, tile: usize) {
         (0, 0),
         "{variant}: tiled (cached) differs from untiled in {count} samples, max {worst}"
     );
+    // Every state kept, shed: the maps rebuilt before their readers give the same bytes.
+    let (shed, ss) = run_shed(&up, &img, TileSize::Fixed(tile), usize::MAX, Some(true));
+    assert_eq!(ss.recomputed, 0, "{variant}: shed states should have been kept");
+    if variant.starts_with("models-se/up2x") {
+        // The second U-Net's skip map is rebuilt from the 3-channel map (see net/shed.rs).
+        assert!(ss.shed_maps > 0, "{variant}: nothing was shed");
+    }
+    let (worst, count) = common::max_diff(&whole, &shed);
+    assert_eq!((worst, count), (0, 0), "{variant}: tiled (shed) differs from untiled in {count} samples, max {worst}");
     // No room for any tile state: every pass recomputes from the input.
     let (recomputed, rs) = run(&up, &img, TileSize::Fixed(tile), 0);
     if !up.network().pools().is_empty() {
@@ -48,11 +70,12 @@ fn check(variant: &str, w: usize, h: usize, channels: usize, tile: usize) {
     let (tw, th) = plan.expect("plan").tile_size();
     println!(
         "{variant}: {w}x{h} in {} tiles of <= {tile} px (origins on multiples of {}, {:?} extra context) ({} SE \
-         passes): identical to untiled (cached and recomputed)",
+         passes, {} maps shed): identical to untiled (cached, shed and recomputed)",
         cs.tiles,
         up.tile_align(),
         up.far_extension(tw, th).expect("extension"),
-        cs.passes - 1
+        cs.passes - 1,
+        ss.shed_maps
     );
 }
 

@@ -4,7 +4,8 @@
 
 use std::collections::HashSet;
 
-use super::graph::NodeKind;
+use super::graph::{ConvNode, Node, NodeKind};
+use super::shed::Replay;
 use super::{Network, err};
 use crate::Error;
 use crate::ncnn::Activation;
@@ -169,14 +170,20 @@ impl Network {
     /// second buffer of a shuffled deconvolution, activations that are not in place) and
     /// the pooled map's f32 copy. This walks the same graph as the executor, with shapes
     /// instead of tensors; allocator overhead and the weights are not included.
+    /// A run that is shed at its SE stops ([`Self::shed`]) peaks where it rebuilds a map;
+    /// the larger of the two peaks.
     pub fn peak_bytes(&self, h: usize, w: usize) -> Result<usize, Error> {
-        Ok(self.walk(h, w)?.peak_bytes)
+        let peak = self.walk(h, w, None)?.peak_bytes;
+        if self.replays.iter().all(|r| r.is_empty()) {
+            return Ok(peak);
+        }
+        Ok(peak.max(self.walk(h, w, Some(&self.replays))?.peak_bytes))
     }
 
     /// The walk of [`Self::peak_bytes`] layer by layer: each layer's name and the bytes
     /// held while it runs (to hold against `Profile::peak_live_by_layer`).
     pub fn peak_bytes_by_layer(&self, h: usize, w: usize) -> Result<Vec<(String, usize)>, Error> {
-        Ok(self.walk(h, w)?.by_node)
+        Ok(self.walk(h, w, None)?.by_node)
     }
 
     /// Each convolution layer on an `h x w` input with the plan the walk prices
@@ -212,13 +219,26 @@ impl Network {
 
     /// Where a run on an `h x w` input stops for each SE pooling layer: the convolution
     /// FLOPs done before it and the bytes its state holds there (what a tiled run keeps
-    /// per tile between passes, or recomputes). In pooling order.
+    /// per tile between passes, or recomputes), whole and shed at every stop. In pooling
+    /// order.
     pub fn pool_points(&self, h: usize, w: usize) -> Result<Vec<PoolPoint>, Error> {
-        Ok(self.walk(h, w)?.pools)
+        let mut points = self.walk(h, w, None)?.pools;
+        let shed = self.walk(h, w, Some(&self.replays))?.pools;
+        for (p, s) in points.iter_mut().zip(shed) {
+            p.shed_bytes = s.state_bytes;
+        }
+        Ok(points)
     }
 
-    /// The peak memory walk of [`Self::peak_bytes`], noting the pooling layers on the way.
-    fn walk(&self, h: usize, w: usize) -> Result<Walk, Error> {
+    /// FLOPs a run on an `h x w` input spends rebuilding maps when it is shed at every SE
+    /// stop (each shed map is rebuilt once, before its next reader).
+    pub fn replay_flops(&self, h: usize, w: usize) -> Result<u64, Error> {
+        Ok(self.walk(h, w, Some(&self.replays))?.replay_flops)
+    }
+
+    /// The peak memory walk of [`Self::peak_bytes`], noting the pooling layers on the way;
+    /// with `replays`, the run is shed at each pooling layer and rebuilds before the readers.
+    pub(super) fn walk(&self, h: usize, w: usize, replays: Option<&[Vec<Replay>]>) -> Result<Walk, Error> {
         let shapes = self.shapes(h, w)?;
         let elem = self.dtype.size_in_bytes();
         let bytes = |s: Option<Shape>| match s {
@@ -228,10 +248,11 @@ impl Network {
         };
         // storage[b]: the allocation blob b lives in (splits and crops share their input's; a
         // crop view keeps its parent's whole allocation alive).
-        let mut storage: Vec<usize> = (0..self.graph.blobs.len()).collect();
-        // is_view[b]: blob b is a crop's strided view (through splits too), which a
-        // convolution copies to a contiguous input first.
-        let mut is_view = vec![false; self.graph.blobs.len()];
+        let aliases = self.graph.aliases();
+        let storage = &aliases.storage;
+        // view[b]: blob b is a crop's strided view (through splits too), which a convolution
+        // copies to a contiguous input first.
+        let view = &aliases.view;
         let mut live_blobs: HashSet<usize> = HashSet::from([self.graph.input]);
         // What each blob's allocation takes on this device (the ROCm allocator rounds).
         let storage_bytes: Vec<usize> = shapes.iter().map(|s| self.device.allocation_bytes(bytes(*s))).collect();
@@ -241,40 +262,67 @@ impl Network {
         };
         let mut peak = 0;
         let mut by_node = Vec::with_capacity(self.graph.nodes.len());
-        let (mut flops, mut pools) = (0u64, Vec::new());
+        let (mut flops, mut pools, mut replay_flops) = (0u64, Vec::new(), 0u64);
+        // A conv node's FLOPs and what it holds besides the maps and its output.
+        let conv_cost = |node: &Node, c: &ConvNode, out: usize| -> Result<(u64, usize), Error> {
+            let x = match shapes[node.bottoms[0]] {
+                Some(Shape::Image { c, h, w }) => [1, c, h, w],
+                _ => [1, 0, 0, 0],
+            };
+            // The device's own plan of the problem the executor runs (a deconvolution in its
+            // 1x1 form runs that 1x1 convolution): on ROCm the NHWC implicit GEMM packs a
+            // copy of the input band, which the CPU's executor does not.
+            let problem = c.run_problem(&x, self.dtype).map_err(|e| err(e.to_string()))?;
+            let workspace = self.device.conv_workspace_bytes(&problem).unwrap_or(0);
+            // A view (crop) is copied to a contiguous input first; a split's output is its
+            // input itself (measured on the H200: counting a copy there made the estimate
+            // 1.10x the allocator's peak at the stride-2 convolutions).
+            let copy = if view[node.bottoms[0]] { self.device.allocation_bytes(bytes(shapes[node.bottoms[0]])) } else { 0 };
+            // ReLU and leaky ReLU are the conv's epilogue; a sigmoid is a second tensor.
+            let act = if c.activation == Activation::Sigmoid { out } else { 0 };
+            // The 1x1 form of a deconvolution shuffles into a second buffer. (Unless the add
+            // after it shuffles as it adds: see Node::defer_shuffle.)
+            let shuffle = if c.as_1x1.is_some() && !node.defer_shuffle { out } else { 0 };
+            Ok((c.flops(&x, self.dtype), workspace + copy + act + shuffle))
+        };
+        let mut shed: Vec<&Replay> = Vec::new();
         for node in &self.graph.nodes {
-            let before = live(&live_blobs, &storage, &storage_bytes);
+            if let (NodeKind::Pool(p), Some(replays)) = (&node.kind, replays) {
+                for r in &replays[*p] {
+                    if live_blobs.remove(&r.blob) {
+                        shed.push(r);
+                    }
+                }
+            }
+            // Rebuild what this node reads: the chain's maps one after another beside the
+            // live ones.
+            while let Some(k) = shed.iter().position(|r| node.bottoms.contains(&r.blob)) {
+                let r = shed.swap_remove(k);
+                let held = live(&live_blobs, storage, &storage_bytes);
+                let mut previous = 0;
+                for &n in &r.nodes {
+                    let step = &self.graph.nodes[n];
+                    if let NodeKind::Conv(c) = &step.kind {
+                        let out = self.device.allocation_bytes(bytes(shapes[step.tops[0]]));
+                        let (f, extra) = conv_cost(step, c, out)?;
+                        replay_flops += f;
+                        peak = peak.max(held + previous + out + extra);
+                        previous = out;
+                    }
+                }
+                live_blobs.insert(r.blob);
+            }
+            let before = live(&live_blobs, storage, &storage_bytes);
             if let NodeKind::Pool(_) = node.kind {
-                pools.push(PoolPoint { flops_before: flops, state_bytes: before });
+                pools.push(PoolPoint { flops_before: flops, state_bytes: before, shed_bytes: before });
             }
             let out = node.tops.first().map_or(0, |&t| self.device.allocation_bytes(bytes(shapes[t])));
             let extra = match &node.kind {
                 NodeKind::Input => 0,
                 NodeKind::Conv(c) => {
-                    let x = match shapes[node.bottoms[0]] {
-                        Some(Shape::Image { c, h, w }) => [1, c, h, w],
-                        _ => [1, 0, 0, 0],
-                    };
-                    flops += c.flops(&x, self.dtype);
-                    // The device's own plan of the problem the executor runs (a deconvolution
-                    // in its 1x1 form runs that 1x1 convolution): on ROCm the NHWC implicit
-                    // GEMM packs a copy of the input band, which the CPU's executor does not.
-                    let problem = c.run_problem(&x, self.dtype).map_err(|e| err(e.to_string()))?;
-                    let workspace = self.device.conv_workspace_bytes(&problem).unwrap_or(0);
-                    // A view (crop) is copied to a contiguous input first; a split's output
-                    // is its input itself (measured on the H200: counting a copy there made
-                    // the estimate 1.10x the allocator's peak at the stride-2 convolutions).
-                    let copy = if is_view[node.bottoms[0]] {
-                        self.device.allocation_bytes(bytes(shapes[node.bottoms[0]]))
-                    } else {
-                        0
-                    };
-                    // ReLU and leaky ReLU are the conv's epilogue; a sigmoid is a second tensor.
-                    let act = if c.activation == Activation::Sigmoid { out } else { 0 };
-                    // The 1x1 form of a deconvolution shuffles into a second buffer.
-                    // (Unless the add after it shuffles as it adds: see Node::defer_shuffle.)
-                    let shuffle = if c.as_1x1.is_some() && !node.defer_shuffle { out } else { 0 };
-                    workspace + copy + act + shuffle
+                    let (f, extra) = conv_cost(node, c, out)?;
+                    flops += f;
+                    extra
                 }
                 NodeKind::PixelShuffle(_) => 0,
                 // The exact channel sums: read in place on the CPU, 2 KiB of buckets per
@@ -295,10 +343,6 @@ impl Network {
             peak = peak.max(before + new + extra);
             by_node.push((node.name.clone(), before + new + extra));
             for &t in &node.tops {
-                if matches!(node.kind, NodeKind::Split | NodeKind::Crop(_)) {
-                    storage[t] = storage[node.bottoms[0]];
-                    is_view[t] = matches!(node.kind, NodeKind::Crop(_)) || is_view[node.bottoms[0]];
-                }
                 live_blobs.insert(t);
             }
             for b in &node.frees {
@@ -306,8 +350,8 @@ impl Network {
             }
         }
         // The output read back as f32.
-        peak = peak.max(live(&live_blobs, &storage, &storage_bytes) + bytes(shapes[self.graph.output]) / elem * 4);
-        Ok(Walk { peak_bytes: peak, pools, by_node })
+        peak = peak.max(live(&live_blobs, storage, &storage_bytes) + bytes(shapes[self.graph.output]) / elem * 4);
+        Ok(Walk { peak_bytes: peak, pools, by_node, replay_flops })
     }
 }
 
@@ -318,11 +362,14 @@ pub struct PoolPoint {
     pub flops_before: u64,
     /// Live bytes at the stop, the pooled map included.
     pub state_bytes: usize,
+    /// The same when the run was shed at this stop and the ones before ([`Network::shed`]).
+    pub shed_bytes: usize,
 }
 
-struct Walk {
+pub(super) struct Walk {
     peak_bytes: usize,
-    pools: Vec<PoolPoint>,
+    pub pools: Vec<PoolPoint>,
+    replay_flops: u64,
     /// Each layer's name and the bytes the walk holds while it runs.
     by_node: Vec<(String, usize)>,
 }

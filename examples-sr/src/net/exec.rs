@@ -9,7 +9,7 @@ use rocm_vision::{Activation as EpilogueActivation, Conv2dParams, ConvEpilogue, 
 use super::graph::{ConvNode, Node, NodeKind};
 use super::{Network, err};
 use crate::Error;
-use crate::ncnn::Activation;
+use crate::ncnn::{Activation, Crop};
 
 /// Per-channel means of the pooling layers, in [`Network::pools`] order (`None`: not known
 /// yet).
@@ -25,15 +25,18 @@ pub enum Stop {
 }
 
 #[derive(Clone)]
-enum Value {
+pub(super) enum Value {
     Image(Tensor),
     Vector(Vec<f32>),
 }
 
 /// A run of the network on one input (a tile), resumable at pooling layers.
 pub struct Run {
-    next: usize,
-    values: Vec<Option<Value>>,
+    pub(super) next: usize,
+    pub(super) values: Vec<Option<Value>>,
+    /// Maps dropped by [`Network::shed`], rebuilt before their next reader: (pooling layer,
+    /// index into its replays).
+    pub(super) shed: Vec<(usize, usize)>,
 }
 
 impl Run {
@@ -114,7 +117,7 @@ impl Network {
         }
     }
 
-    fn profiling(&self) -> bool {
+    pub(super) fn profiling(&self) -> bool {
         self.profile.lock().map(|p| p.is_some()).unwrap_or(false)
     }
 
@@ -126,7 +129,7 @@ impl Network {
         let input = if input.dtype() == self.dtype { input } else { input.to_dtype(self.dtype)? };
         let mut values = vec![None; self.graph.blobs.len()];
         values[self.graph.input] = Some(Value::Image(input));
-        Ok(Run { next: 0, values })
+        Ok(Run { next: 0, values, shed: Vec::new() })
     }
 
     /// Runs layers until the output is ready or a pooling layer `p` with `means[p] ==
@@ -153,6 +156,9 @@ impl Network {
                     }
                     Some(_) => {}
                 }
+            }
+            if !run.shed.is_empty() {
+                self.rebuild(run, run.next).map_err(|e| err(format!("rebuilding the input of layer '{}': {e}", node.name)))?;
             }
             self.execute(run, node, means).map_err(|e| err(format!("layer '{}': {e}", node.name)))?;
             if let Some(dev) = self.device.rocm_device().filter(|_| self.profiling()) {
@@ -298,14 +304,7 @@ impl Network {
                 v
             }
             NodeKind::Crop(crop) => {
-                let x = self.image(run, node, 0)?;
-                let [_, c, h, w] = dims4(x)?;
-                let roi = crop.resolve_chw(c, h, w).map_err(|e| err(e.to_string()))?;
-                let y = x.narrow(1, roi.c_offset, roi.channels)?.narrow(2, roi.h_offset, roi.height)?.narrow(
-                    3,
-                    roi.w_offset,
-                    roi.width,
-                )?;
+                let y = self.crop(self.image(run, node, 0)?, crop)?;
                 self.record(|p| p.reshape += elapsed());
                 Value::Image(y)
             }
@@ -320,9 +319,20 @@ impl Network {
         Ok(())
     }
 
+    /// A crop: a view of `x`.
+    pub(super) fn crop(&self, x: &Tensor, crop: &Crop) -> Result<Tensor, Error> {
+        let [_, c, h, w] = dims4(x)?;
+        let roi = crop.resolve_chw(c, h, w).map_err(|e| err(e.to_string()))?;
+        Ok(x.narrow(1, roi.c_offset, roi.channels)?.narrow(2, roi.h_offset, roi.height)?.narrow(
+            3,
+            roi.w_offset,
+            roi.width,
+        )?)
+    }
+
     /// A convolution or deconvolution node on `x` with its fused activation; `clock` (when
     /// profiling) started when the node did.
-    fn conv(&self, c: &ConvNode, x: &Tensor, node: &Node, clock: Option<Instant>) -> Result<Tensor, Error> {
+    pub(super) fn conv(&self, c: &ConvNode, x: &Tensor, node: &Node, clock: Option<Instant>) -> Result<Tensor, Error> {
         let elapsed = || clock.map(|c| c.elapsed()).unwrap_or_default();
         let transposed = c.is_transposed();
         let flops = if clock.is_some() { c.flops(x.dims(), self.dtype) } else { 0 };

@@ -21,12 +21,14 @@
 //! - `exec`: the interpreter ([`Run`], [`Stop`], [`Profile`]);
 //! - `analysis`: shapes, FLOPs and peak memory for an input size, without running;
 //! - `margins`: where a tile's maps may differ from the untiled ones (the tiler's
-//!   conditions for position-dependent convolutions such as Winograd).
+//!   conditions for position-dependent convolutions such as Winograd);
+//! - `shed`: which maps a parked run drops and rebuilds from the maps it keeps.
 
 mod analysis;
 mod exec;
 mod graph;
 mod margins;
+mod shed;
 
 use std::sync::Mutex;
 
@@ -47,6 +49,8 @@ pub struct Network {
     dtype: DType,
     device: Device,
     profile: Mutex<Option<Profile>>,
+    /// Per pooling layer, the maps [`Network::shed`] drops there.
+    replays: Vec<Vec<shed::Replay>>,
 }
 
 fn err(msg: impl Into<String>) -> Error {
@@ -66,7 +70,9 @@ impl Network {
         // whatever the tile's size (on ROCm: no library GEMM, no split-K).
         let device = device.clone().with_conv_rounding(ConvRounding::SizeIndependent);
         let graph = Graph::lower(model, dtype, &device)?;
-        Ok(Network { graph, dtype, device, profile: Mutex::new(None) })
+        let mut net = Network { graph, dtype, device, profile: Mutex::new(None), replays: Vec::new() };
+        net.replays = net.select_replays()?;
+        Ok(net)
     }
 
     /// Output size / input size.

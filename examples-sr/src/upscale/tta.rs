@@ -98,10 +98,11 @@ impl Upscaler {
                 progress(Progress { done: k * per + q.done, total: 8 * per, ..q })
             };
             let mut one = Stats::default();
-            self.run_tiles(&frame, rows, cols, plan.cache_bytes, &mut inner, &mut one, &mut add, true)?;
+            self.run_tiles(&frame, rows, cols, plan.cache_bytes, plan.shed, &mut inner, &mut one, &mut add, true)?;
             stats.tiles = one.tiles;
             stats.passes = one.passes;
             stats.recomputed += one.recomputed;
+            stats.shed_maps += one.shed_maps;
             stats.cached_bytes = stats.cached_bytes.max(one.cached_bytes);
             stats.network_time += one.network_time;
             stats.output_time += one.output_time;

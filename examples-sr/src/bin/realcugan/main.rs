@@ -425,10 +425,13 @@ fn process(
                 if cli.tta { " with TTA (x8)" } else { "" },
                 tile_note(opts.tile, &plan, up.multiple(), up.tile_align(), opts.budget_bytes),
                 format_bytes(plan.tile_bytes),
-                if stats.recomputed > 0 {
-                    format!(" ({} tile runs recomputed: raise --cache-budget to keep them)", stats.recomputed)
-                } else {
-                    String::new()
+                match (stats.recomputed, stats.shed_maps) {
+                    (0, 0) => String::new(),
+                    (0, s) => format!(" ({s} maps shed from parked states and rebuilt)"),
+                    (r, 0) => format!(" ({r} tile runs recomputed: raise --cache-budget to keep them)"),
+                    (r, s) => format!(
+                        " ({r} tile runs recomputed: raise --cache-budget to keep them; {s} maps shed and rebuilt)"
+                    ),
                 },
                 started.elapsed().as_secs_f64(),
                 upscale_s,
