@@ -6,7 +6,9 @@
 //! nothing is kept: at 1080p f32 under 2 GiB, six tiles recomputed 16 runs and took 2.7x
 //! the whole-image time on the H200. So the planner prices each candidate side by the
 //! convolution FLOPs its passes will run — the halo of more tiles against the
-//! recomputation of states that do not fit — and takes the cheapest.
+//! recomputation of states that do not fit — and takes the cheapest. A parked state may
+//! also be shed (`Network::shed`: maps a short conv chain rebuilds are dropped), which
+//! fits more states for the FLOPs of the rebuilds; the pricing takes whichever is cheaper.
 
 use crate::Error;
 use crate::net::PoolPoint;

@@ -398,7 +398,13 @@ impl Upscaler {
 
     /// What the passes over `rows x cols` tiles of `th x tw` net input pixels do, for
     /// [`auto_tile`]'s pricing.
-    fn candidate(&self, rows: &[Range<usize>], cols: &[Range<usize>], th: usize, tw: usize) -> Result<auto_tile::Candidate, Error> {
+    fn candidate(
+        &self,
+        rows: &[Range<usize>],
+        cols: &[Range<usize>],
+        th: usize,
+        tw: usize,
+    ) -> Result<auto_tile::Candidate, Error> {
         Ok(auto_tile::Candidate {
             tiles: rows.len() * cols.len(),
             flops: self.net.flops(th, tw)?,

@@ -277,7 +277,8 @@ impl Network {
             // A view (crop) is copied to a contiguous input first; a split's output is its
             // input itself (measured on the H200: counting a copy there made the estimate
             // 1.10x the allocator's peak at the stride-2 convolutions).
-            let copy = if view[node.bottoms[0]] { self.device.allocation_bytes(bytes(shapes[node.bottoms[0]])) } else { 0 };
+            let copy =
+                if view[node.bottoms[0]] { self.device.allocation_bytes(bytes(shapes[node.bottoms[0]])) } else { 0 };
             // ReLU and leaky ReLU are the conv's epilogue; a sigmoid is a second tensor.
             let act = if c.activation == Activation::Sigmoid { out } else { 0 };
             // The 1x1 form of a deconvolution shuffles into a second buffer. (Unless the add

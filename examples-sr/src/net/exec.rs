@@ -158,7 +158,8 @@ impl Network {
                 }
             }
             if !run.shed.is_empty() {
-                self.rebuild(run, run.next).map_err(|e| err(format!("rebuilding the input of layer '{}': {e}", node.name)))?;
+                self.rebuild(run, run.next)
+                    .map_err(|e| err(format!("rebuilding the input of layer '{}': {e}", node.name)))?;
             }
             self.execute(run, node, means).map_err(|e| err(format!("layer '{}': {e}", node.name)))?;
             if let Some(dev) = self.device.rocm_device().filter(|_| self.profiling()) {

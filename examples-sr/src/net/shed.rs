@@ -161,7 +161,7 @@ impl Network {
         };
         let points = self.walk(side, side, None)?.pools;
         let candidates = self.graph.replay_candidates();
-        Ok(candidates
+        let mut chosen: Vec<Vec<Replay>> = candidates
             .into_iter()
             .zip(points)
             .map(|(here, point)| {
@@ -173,7 +173,18 @@ impl Network {
                     })
                     .collect()
             })
-            .collect())
+            .collect();
+        // A source must be there when its map is rebuilt: none is itself shed.
+        loop {
+            let shed: HashSet<usize> = chosen.iter().flatten().map(|r| r.blob).collect();
+            let before: usize = chosen.iter().map(Vec::len).sum();
+            for here in &mut chosen {
+                here.retain(|r| !shed.contains(&r.source));
+            }
+            if chosen.iter().map(Vec::len).sum::<usize>() == before {
+                return Ok(chosen);
+            }
+        }
     }
 
     /// Drops from `run`, stopped at a pooling layer, the maps [`Self::select_replays`]
@@ -201,7 +212,12 @@ impl Network {
             let r = &self.replays[p][i];
             let mut x = match run.values[r.source].as_ref() {
                 Some(Value::Image(t)) => t.clone(),
-                _ => return Err(err(format!("the map '{}' was shed and its source is gone", self.graph.blobs[r.blob].name))),
+                _ => {
+                    return Err(err(format!(
+                        "the map '{}' was shed and its source is gone",
+                        self.graph.blobs[r.blob].name
+                    )));
+                }
             };
             for &n in &r.nodes {
                 let step = &self.graph.nodes[n];
