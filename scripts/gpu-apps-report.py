@@ -93,6 +93,11 @@ def ours_vae(logs: str, name: str) -> dict | None:
     r["total_s"], r["load_s"], r["decode_ms"] = float(m[1]), float(m[2]), float(m[3]) * 1e3
     r["peak_kind"] = "allocator" if m[4] == "device memory" else "RSS"
     r["peak"] = to_bytes(m[5], m[6])
+    # The CLI prints the exact count after the rounded one since 2026-12-05; an older binary's
+    # two-decimal GiB can read past a decimal-GB budget the allocator kept.
+    exact = re.search(r"peak device memory [\d.]+ \w+ \((\d+) bytes", out)
+    if exact:
+        r["peak"] = int(exact[1])
     t = re.search(r"decode times: ([\d., ]+) ms", err)
     if t:
         r["times_ms"] = [float(v) for v in t[1].split(",")]

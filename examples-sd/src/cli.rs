@@ -217,7 +217,8 @@ pub fn parse_size(s: &str) -> Result<(usize, usize)> {
 pub fn peak_line(device: &Device) -> String {
     match device.peak_memory() {
         Some(b) => format!(
-            "peak device memory {} ({} live)",
+            // The exact byte count too: a budget in GB is checked against it, not the rounded GiB.
+            "peak device memory {} ({b} bytes, {} live)",
             rocm_vision::format_bytes(b),
             rocm_vision::format_bytes(device.peak_live_memory().unwrap_or(b))
         ),
