@@ -248,7 +248,8 @@ fn reflect(t: &Tensor, dim: usize, before: usize, after: usize) -> Result<Tensor
         })
         .collect();
     let idx = Tensor::from_vec(idx, before + n + after, t.device())?;
-    Ok(t.index_select(&idx, dim)?)
+    // candle's CPU gather reads contiguous tensors only (a permuted view failed here).
+    Ok(t.contiguous()?.index_select(&idx, dim)?)
 }
 
 /// Pooling of an `[N, C, H, W]` tensor, square window, no padding.

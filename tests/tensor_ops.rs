@@ -118,6 +118,10 @@ fn reflect_zero_and_replicate_padding_match_pytorch_semantics() {
     let cols = [2, 1, 0, 1, 2, 3, 2];
     let want: Vec<f64> = rows.iter().flat_map(|r| cols.iter().map(move |c| (r * 4 + c) as f64)).collect();
     assert_eq!(r.to_vec::<f64>().unwrap(), want);
+    // A transposed view pads as its contiguous copy does.
+    let t = x.permute(&[0, 1, 3, 2]).unwrap();
+    let want_t = t.contiguous().unwrap().pad2d(1, 2, 2, 1, PadMode::Reflect).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(t.pad2d(1, 2, 2, 1, PadMode::Reflect).unwrap().to_vec::<f32>().unwrap(), want_t);
     let z = x.pad2d(0, 1, 1, 0, PadMode::Zeros).unwrap();
     assert_eq!(z.dims(), [1, 1, 4, 5]);
     assert_eq!(z.to_vec::<f32>().unwrap()[..5], [0.0, 0.0, 1.0, 2.0, 3.0]);

@@ -50,11 +50,12 @@ use crate::bicubic;
 use crate::exact_sum::ExactSum;
 use crate::image_io::{Image, Pixels};
 use crate::net::{Means, Network, PoolInfo, Ratio, Run, Shape, Stop};
-use rayon::prelude::*;
 
+mod output;
 mod padded;
 mod tta;
 
+use output::{Sample, quantize};
 use padded::Padded;
 
 /// How to cut the image into tiles.
@@ -164,6 +165,8 @@ pub struct Upscaler {
     download: std::sync::Mutex<Vec<u8>>,
     /// The last image's padded input planes, whose memory the next image reuses.
     planes: std::sync::Mutex<Option<padded::Planes>>,
+    /// An output image's samples given back by [`Upscaler::recycle`].
+    spare_output: std::sync::Mutex<Option<Vec<u8>>>,
 }
 
 /// `(prepadding, size multiple)` of realcugan-ncnn-vulkan for a scale (src/main.cpp and
@@ -258,6 +261,7 @@ impl Upscaler {
             tile_align,
             download: Default::default(),
             planes: Default::default(),
+            spare_output: Default::default(),
         })
     }
 
@@ -441,14 +445,17 @@ impl Upscaler {
             return Err(Error::Internal(format!("a plan for {}x{} used on a {w}x{h} image", plan.width, plan.height)));
         }
         let started = std::time::Instant::now();
-        let padded = self.padded_input(img);
+        // 4x adds the input to the output on the host, so its planes stay there.
+        let padded = self.padded_input(img, s != 4)?;
         let input_time = started.elapsed();
         let n = w * s * h * s * img.channels;
         let done = match img.pixels {
-            Pixels::U8(_) => self.upscale_into(vec![0u8; n], img, plan, &padded, input_time, progress),
+            Pixels::U8(_) => self.upscale_into(self.output_u8(n), img, plan, &padded, input_time, progress),
             Pixels::U16(_) => self.upscale_into(vec![0u16; n], img, plan, &padded, input_time, progress),
         };
-        *self.planes.lock().unwrap_or_else(|e| e.into_inner()) = Some(padded.into_planes());
+        if padded.host().is_some() {
+            *self.planes.lock().unwrap_or_else(|e| e.into_inner()) = Some(padded.into_planes());
+        }
         done
     }
 
@@ -682,122 +689,17 @@ impl Upscaler {
 
     /// The padded input planes (8-bit levels on a GPU, normalised there after the upload:
     /// a quarter of the bytes to copy).
-    fn padded_input(&self, img: &Image) -> Padded {
+    /// `on_device`: made on the GPU when there is one and the image is 8-bit
+    /// ([`Padded::on_device`]).
+    fn padded_input(&self, img: &Image, on_device: bool) -> Result<Padded, Error> {
+        let device = self.net.device();
+        if on_device && device.is_rocm() {
+            if let Some(padded) = Padded::on_device(img, self.prepadding, self.multiple, device)? {
+                return Ok(padded);
+            }
+        }
         let reuse = self.planes.lock().unwrap_or_else(|e| e.into_inner()).take();
-        Padded::of(img, self.prepadding, self.multiple, self.net.device().is_rocm(), reuse)
-    }
-
-    /// Where a tile's kept output block goes, `[y0, x0, rows, cols]` in output pixels: its
-    /// own `rows·s x cols·s` block, clipped to the image (checked against `y`'s shape).
-    fn kept_block(
-        &self,
-        y: &Tensor,
-        rows: &Range<usize>,
-        cols: &Range<usize>,
-        img: &Image,
-    ) -> Result<[usize; 4], Error> {
-        let s = self.scale();
-        let dims = y.dims();
-        let (th, tw) = (rows.len() * s, cols.len() * s);
-        if dims.len() != 4 || dims[1] != 3 || dims[2] < th || dims[3] < tw {
-            return Err(Error::Internal(format!(
-                "a {}x{} tile gave an output of shape {dims:?}",
-                cols.len(),
-                rows.len()
-            )));
-        }
-        let (y0, x0) = (rows.start * s, cols.start * s);
-        Ok([y0, x0, th.min((img.height * s).saturating_sub(y0)), tw.min((img.width * s).saturating_sub(x0))])
-    }
-
-    /// A tile's kept block quantised on its device, pixel-interleaved as an 8-bit image
-    /// stores it (`[rows, cols, 3]` u8); the work is queued, nothing is read back.
-    fn quantized_block(
-        &self,
-        y: &Tensor,
-        rows: &Range<usize>,
-        cols: &Range<usize>,
-        img: &Image,
-    ) -> Result<Tensor, Error> {
-        let [_, _, keep_h, keep_w] = self.kept_block(y, rows, cols, img)?;
-        quantize_on_device(&y.narrow(2, 0, keep_h)?.narrow(3, 0, keep_w)?, img.max_value())
-    }
-
-    /// Reads a [`Self::quantized_block`] back into the image's samples.
-    fn place_quantized<S: Sample>(
-        &self,
-        q: &Tensor,
-        rows: &Range<usize>,
-        cols: &Range<usize>,
-        img: &Image,
-        out: &mut [S],
-    ) -> Result<(), Error> {
-        let (s, ch) = (self.scale(), img.channels);
-        let ow = img.width * s;
-        let (y0, x0) = (rows.start * s, cols.start * s);
-        let &[keep_h, keep_w, 3] = q.dims() else {
-            return Err(Error::Internal(format!("a quantised block of shape {:?}", q.dims())));
-        };
-        let mut download = self.download.lock().unwrap_or_else(|e| e.into_inner());
-        let n = q.elem_count();
-        if download.len() != n {
-            if download.capacity() < n {
-                // Fresh pages written in parallel: their first touch is the costly part.
-                *download = vec![0u8; n];
-                download.par_chunks_mut(1 << 16).for_each(|c| c.fill(0));
-            }
-            download.resize(n, 0);
-        }
-        q.to_slice(&mut download)?;
-        let q = &download[..];
-        out[y0 * ow * ch..(y0 + keep_h) * ow * ch].par_chunks_mut(ow * ch).enumerate().for_each(|(i, out_row)| {
-            let row = &q[i * keep_w * 3..(i + 1) * keep_w * 3];
-            let dst = &mut out_row[x0 * ch..(x0 + keep_w) * ch];
-            if ch == 3 {
-                dst.iter_mut().zip(row).for_each(|(d, &v)| *d = S::from_level(v as u16));
-            } else {
-                for (px, rgb) in dst.chunks_exact_mut(ch).zip(row.chunks_exact(3)) {
-                    (0..3).for_each(|c| px[c] = S::from_level(rgb[c] as u16));
-                }
-            }
-        });
-        Ok(())
-    }
-
-    /// Post-processes a tile's output into the image: its own `rows·s x cols·s` block,
-    /// clipped to the image.
-    fn write_tile<S: Sample>(
-        &self,
-        y: &Tensor,
-        rows: &Range<usize>,
-        cols: &Range<usize>,
-        padded: &Padded,
-        img: &Image,
-        out: &mut [S],
-    ) -> Result<(), Error> {
-        let (s, p) = (self.scale(), self.prepadding);
-        let (w, ch) = (img.width, img.channels);
-        let ow = w * s;
-        let [y0, x0, keep_h, keep_w] = self.kept_block(y, rows, cols, img)?;
-        let (yh, yw) = (y.dims()[2], y.dims()[3]);
-        let maxv = img.max_value();
-        let v = y.to_vec::<f32>()?;
-        // Output rows in parallel (each owns its samples of every channel).
-        out[y0 * ow * ch..(y0 + keep_h) * ow * ch].par_chunks_mut(ow * ch).enumerate().for_each(|(i, out_row)| {
-            let gy = y0 + i;
-            for c in 0..3 {
-                let row = &v[c * yh * yw + i * yw..c * yh * yw + i * yw + keep_w];
-                let dst = &mut out_row[x0 * ch..];
-                for (j, &val) in row.iter().enumerate() {
-                    let mut x = val * maxv + 0.5;
-                    if s == 4 {
-                        x += padded.sample(c, p + gy / 4, p + (x0 + j) / 4) * maxv;
-                    }
-                    dst[j * ch + c] = S::from_level(quantize(x, maxv));
-                }
-            }
-        });
-        Ok(())
+        Ok(Padded::of(img, self.prepadding, self.multiple, device.is_rocm(), reuse))
     }
 }
 
@@ -813,58 +715,6 @@ fn own_extent(ratio: Ratio, n: usize, full: usize, layer: &str) -> Result<usize,
     })
 }
 
-/// [`quantize`] of `y · max + 0.5` on the device as 8-bit samples, to be read back: a
-/// quarter of the bytes of the f32 read-back, which (with the page faults of a fresh
-/// 100 MB vector) was 0.1 s of a 0.22 s 1080p upscale on the H200. `max · y + 0.5` is one
-/// fused multiply-add there (exact for f16 outputs, at most one level apart from the
-/// host's two roundings for f32 ones); max/min before the truncating cast are the host's
-/// clamp. The samples are pixel-interleaved (`[rows, cols, 3]` of a `[1, 3, rows, cols]`
-/// map), as the image stores them, so the host copies rows instead of gathering channels.
-/// [`Upscaler::place_quantized`] reads them into a buffer kept between calls: a fresh
-/// 25 MB one for each 4K output took its page faults inside the download (17 ms against
-/// 2 ms, H200 host timeline of 2026-12-04).
-fn quantize_on_device(y: &Tensor, max: f32) -> Result<Tensor, Error> {
-    let d = y.device();
-    let lo = Tensor::full(0.0, &[1], candle_core::DType::F32, d)?;
-    let hi = Tensor::full(max as f64, &[1], candle_core::DType::F32, d)?;
-    let x = y.to_dtype(candle_core::DType::F32)?.affine(max as f64, 0.5)?;
-    let q = x.maximum(&lo)?.minimum(&hi)?.to_dtype(candle_core::DType::U8)?.permute(&[0, 2, 3, 1])?.contiguous()?;
-    let &[_, rows, cols, c] = q.dims() else { return Err(Error::Internal(format!("quantising a {:?} map", y.dims()))) };
-    Ok(q.reshape(&[rows, cols, c])?)
-}
-
-/// An output sample, the input image's own type: an 8-bit image is written as u8 from
-/// the start, with no u16 buffer and conversion pass (75 MB of fresh memory at 4K).
-pub(crate) trait Sample: Copy + Send + Sync {
-    /// The sample of a quantised level (at most the image's maximum).
-    fn from_level(v: u16) -> Self;
-    fn into_pixels(out: Vec<Self>) -> Pixels;
-}
-
-impl Sample for u8 {
-    fn from_level(v: u16) -> u8 {
-        v as u8
-    }
-    fn into_pixels(out: Vec<u8>) -> Pixels {
-        Pixels::U8(out)
-    }
-}
-
-impl Sample for u16 {
-    fn from_level(v: u16) -> u16 {
-        v
-    }
-    fn into_pixels(out: Vec<u16>) -> Pixels {
-        Pixels::U16(out)
-    }
-}
-
-/// ncnn's `SATURATE_CAST_UCHAR` generalised: truncation toward zero, then 0..max.
-#[inline]
-fn quantize(x: f32, max: f32) -> u16 {
-    x.trunc().clamp(0.0, max) as u16
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -878,14 +728,5 @@ mod tests {
         assert_eq!(r.len(), 5);
         assert!(r.iter().all(|r| r.start % 4 == 0 && r.len() <= 256 && r.len() % 4 == 0));
         assert_eq!(r.last().unwrap().end, 1080);
-    }
-
-    #[test]
-    fn quantize_truncates_then_clamps() {
-        assert_eq!(quantize(254.99, 255.0), 254);
-        assert_eq!(quantize(-0.7, 255.0), 0);
-        assert_eq!(quantize(300.0, 255.0), 255);
-        assert_eq!(quantize(f32::NAN, 255.0), 0);
-        assert_eq!(quantize(70000.0, 65535.0), 65535);
     }
 }

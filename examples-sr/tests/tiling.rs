@@ -66,11 +66,18 @@ fn check(variant: &str, w: usize, h: usize, channels: usize, tile: usize) {
         (0, 0),
         "{variant}: tiled (recomputed) differs from untiled in {count} samples, max {worst}"
     );
+    // An output buffer given back (here poisoned) is written everywhere by the next image.
+    let s = up.scale();
+    let n = w * s * h * s * channels;
+    up.recycle(examples_sr::image_io::Image::from_u8(w * s, h * s, channels, vec![0xA5; n]).expect("poison"));
+    let (recycled, _) = run(&up, &img, TileSize::Fixed(tile), usize::MAX);
+    let (worst, count) = common::max_diff(&whole, &recycled);
+    assert_eq!((worst, count), (0, 0), "{variant}: a recycled output buffer kept {count} stale samples, max {worst}");
     let plan = up.plan(w, h, &Options { tile: TileSize::Fixed(tile), budget_bytes: usize::MAX, cache_bytes: 0 });
     let (tw, th) = plan.expect("plan").tile_size();
     println!(
         "{variant}: {w}x{h} in {} tiles of <= {tile} px (origins on multiples of {}, {:?} extra context) ({} SE \
-         passes, {} maps shed): identical to untiled (cached, shed and recomputed)",
+         passes, {} maps shed): identical to untiled (cached, shed, recomputed, into a recycled buffer)",
         cs.tiles,
         up.tile_align(),
         up.far_extension(tw, th).expect("extension"),

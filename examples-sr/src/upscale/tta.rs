@@ -60,7 +60,8 @@ impl Upscaler {
             return Err(Error::Internal(format!("a plan for {}x{} used on a {w}x{h} image", plan.width, plan.height)));
         }
         let started = std::time::Instant::now();
-        let padded = self.padded_input(img);
+        // The 8 orientations are turned on the host.
+        let padded = self.padded_input(img, false)?;
         let input_time = started.elapsed();
         let (hr, wr) = (padded.h - 2 * p, padded.w - 2 * p);
         // The rounded output frame (what the network's output covers) and the image in it.
@@ -69,7 +70,7 @@ impl Upscaler {
         let mut sum = vec![0.0f32; 3 * oh * ow];
         let mut stats = Stats::default();
         for k in 0..8 {
-            let frame = padded.oriented(k, forward);
+            let frame = padded.oriented(k, forward)?;
             let (rows, cols): (&[Range<usize>], &[Range<usize>]) =
                 if k >= 4 { (&plan.cols, &plan.rows) } else { (&plan.rows, &plan.cols) };
             let mut add = |y: &Tensor, rows: &Range<usize>, cols: &Range<usize>| -> Result<(), Error> {
@@ -112,12 +113,13 @@ impl Upscaler {
         let maxv = img.max_value();
         let ch = img.channels;
         let mut out = vec![0u16; ow * oh * ch];
+        let host = padded.host().ok_or_else(|| Error::Internal("TTA's padded planes are not on the host".into()))?;
         for c in 0..3 {
             for i in 0..oh {
                 for j in 0..ow {
                     let mut x = sum[(c * oh + i) * ow + j] / 8.0 * maxv + 0.5;
                     if s == 4 {
-                        x += padded.sample(c, p + i / 4, p + j / 4) * maxv;
+                        x += host.sample(c, p + i / 4, p + j / 4) * maxv;
                     }
                     out[(i * ow + j) * ch + c] = quantize(x, maxv);
                 }

@@ -446,6 +446,8 @@ fn process(
             ),
         );
     }
+    // Its memory becomes the next image's output.
+    up.recycle(out);
     Ok(())
 }
 
