@@ -338,6 +338,17 @@ impl Device {
         self.rocm.as_ref().map(|c| &c.device)
     }
 
+    /// `len` zero bytes of host memory to read tensors back into ([`crate::Tensor::to_slice`]):
+    /// page-locked on a GPU, where the copy then skips the driver's staging (see
+    /// `rocm_backend::host_buffer`); a plain vector on the CPU. Keep it for reuse: making
+    /// page-locked memory costs more than one copy saves.
+    pub fn host_buffer(&self, len: usize) -> Result<HostBuffer> {
+        Ok(HostBuffer(match &self.rocm {
+            Some(c) => HostMemory::Pinned(rocm_backend::PinnedHostBuffer::new(&c.device, len)?),
+            None => HostMemory::Heap(vec![0; len]),
+        }))
+    }
+
     /// Waits for all queued work (a no-op on the CPU).
     pub fn synchronize(&self) -> Result<()> {
         if let Some(c) = &self.rocm {
@@ -499,6 +510,35 @@ mod tests {
                 let msg = e.to_string();
                 assert!(msg.contains("ROCm runtime not found") || msg.contains("no ROCm device"), "{msg}");
             }
+        }
+    }
+}
+
+/// [`Device::host_buffer`]: bytes on the host, page-locked for a GPU.
+#[derive(Debug)]
+pub struct HostBuffer(HostMemory);
+
+#[derive(Debug)]
+enum HostMemory {
+    Pinned(rocm_backend::PinnedHostBuffer),
+    Heap(Vec<u8>),
+}
+
+impl std::ops::Deref for HostBuffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            HostMemory::Pinned(p) => p.as_slice(),
+            HostMemory::Heap(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for HostBuffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.0 {
+            HostMemory::Pinned(p) => p.as_mut_slice(),
+            HostMemory::Heap(v) => v,
         }
     }
 }

@@ -58,7 +58,7 @@ pub use conv_engine::host_alloc;
 pub use conv_engine::{
     Activation, Algorithm, Budget, Conv1dParams, Conv2dParams, ConvProblem, ConvRounding, Padding2d, format_bytes,
 };
-pub use device::{Device, DeviceKind};
+pub use device::{Device, DeviceKind, HostBuffer};
 pub use error::{BudgetShortfall, Error, Result};
 pub use exact_sum::{ChannelSums, ExactSum};
 pub use kernels::ops::{CmpOp, PadMode, ReduceOp};

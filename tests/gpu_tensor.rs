@@ -509,3 +509,34 @@ fn out_of_range_indices_are_errors_as_on_the_cpu() {
     let (c, gg) = (x(&cpu).index_select(&none(&cpu), 1).unwrap(), x(&g).index_select(&none(&g), 1).unwrap());
     assert_eq!(c.to_vec::<f32>().unwrap(), gg.to_vec::<f32>().unwrap());
 }
+
+/// Real-CUGAN's GPU input and output paths: 8-bit interleaved pixels padded into planes on
+/// the GPU (channel narrow, transpose, reflect pad) equal the CPU's; a read-back into
+/// page-locked memory (`Device::host_buffer`) gives the tensor's bytes and leaves the rest
+/// of a larger, poisoned buffer alone.
+#[test]
+fn u8_planes_padded_on_the_gpu_and_read_back_into_page_locked_memory() {
+    let Some(g) = gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(31);
+    let (h, w, ch) = (37, 53, 4);
+    let data: Vec<u8> = (0..h * w * ch).map(|_| rng.random()).collect();
+    let planes = |d: &Device| {
+        Tensor::from_slice(&data, &[h, w, ch], d)
+            .unwrap()
+            .narrow(2, 0, 3)
+            .unwrap()
+            .permute(&[2, 0, 1])
+            .unwrap()
+            .pad2d(7, 9, 7, 11, PadMode::Reflect)
+            .unwrap()
+    };
+    let (on_gpu, on_cpu) = (planes(&g), planes(&Device::cpu()));
+    assert_eq!(on_gpu.dims(), [3, h + 16, w + 18]);
+    let want = on_cpu.to_vec::<u8>().unwrap();
+    let mut buf = g.host_buffer(want.len() + 100).unwrap();
+    assert!(buf.iter().all(|&b| b == 0), "a new host buffer is zeroed");
+    buf.fill(0xA5);
+    on_gpu.to_slice(&mut buf[..want.len()]).unwrap();
+    assert!(buf[..want.len()] == want[..], "padded planes differ from the CPU's");
+    assert!(buf[want.len()..].iter().all(|&b| b == 0xA5), "the read-back wrote past its slice");
+}

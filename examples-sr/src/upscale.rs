@@ -161,8 +161,8 @@ pub struct Upscaler {
     /// Tile origins and (but for the last) tile sizes are multiples of this.
     tile_align: usize,
     /// The 8-bit output samples read back from the device, kept from one tile and image to
-    /// the next (see [`Upscaler::place_quantized`]).
-    download: std::sync::Mutex<Vec<u8>>,
+    /// the next (page-locked on a GPU; see [`Upscaler::place_quantized`]).
+    download: std::sync::Mutex<Option<rocm_vision::HostBuffer>>,
     /// The last image's padded input planes, whose memory the next image reuses.
     planes: std::sync::Mutex<Option<padded::Planes>>,
     /// An output image's samples given back by [`Upscaler::recycle`].

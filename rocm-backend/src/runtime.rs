@@ -24,6 +24,8 @@ pub const HIP_SYMBOLS: &[&str] = &[
     "hipDriverGetVersion",
     "hipMalloc",
     "hipFree",
+    "hipHostMalloc",
+    "hipHostFree",
     "hipMemcpyAsync",
     "hipMemsetD8Async",
     "hipStreamCreateWithFlags",

@@ -89,16 +89,13 @@ impl Upscaler {
         };
         let mut download = self.download.lock().unwrap_or_else(|e| e.into_inner());
         let n = q.elem_count();
-        if download.len() != n {
-            if download.capacity() < n {
-                // Fresh pages written in parallel: their first touch is the costly part.
-                *download = vec![0u8; n];
-                download.par_chunks_mut(1 << 16).for_each(|c| c.fill(0));
-            }
-            download.resize(n, 0);
-        }
-        q.to_slice(&mut download)?;
-        let q = &download[..];
+        let buffer = match download.take() {
+            Some(b) if b.len() >= n => b,
+            _ => self.net.device().host_buffer(n)?,
+        };
+        let buffer = download.insert(buffer);
+        q.to_slice(&mut buffer[..n])?;
+        let q = &buffer[..n];
         out[y0 * ow * ch..(y0 + keep_h) * ow * ch].par_chunks_mut(ow * ch).enumerate().for_each(|(i, out_row)| {
             let row = &q[i * keep_w * 3..(i + 1) * keep_w * 3];
             let dst = &mut out_row[x0 * ch..(x0 + keep_w) * ch];
@@ -161,7 +158,7 @@ impl Upscaler {
 /// host's two roundings for f32 ones); max/min before the truncating cast are the host's
 /// clamp. The samples are pixel-interleaved (`[rows, cols, 3]` of a `[1, 3, rows, cols]`
 /// map), as the image stores them, so the host copies rows instead of gathering channels.
-/// [`Upscaler::place_quantized`] reads them into a buffer kept between calls: a fresh
+/// [`Upscaler::place_quantized`] reads them into a page-locked buffer kept between calls: a fresh
 /// 25 MB one for each 4K output took its page faults inside the download (17 ms against
 /// 2 ms, H200 host timeline of 2026-12-04).
 fn quantize_on_device(y: &Tensor, max: f32) -> Result<Tensor, Error> {

@@ -243,7 +243,9 @@ impl Padded {
                 copy(v, u8s, (h, w), at, (th, tw));
                 self.normalised(Tensor::from_slice(u8s, &shape, device)?)?
             }
-            Planes::OnDevice => return Err(Error::Internal("padded planes made on the device lost their tensor".into())),
+            Planes::OnDevice => {
+                return Err(Error::Internal("padded planes made on the device lost their tensor".into()));
+            }
         })
     }
 
@@ -353,7 +355,10 @@ mod tests {
             for (rows, cols) in [(0..host.h - 2 * pad, 0..host.w - 2 * pad), (2..6, 4..8)] {
                 let a = host.window(&rows, &cols, pad, &cpu).unwrap().to_vec::<f32>().unwrap();
                 let b = dev.window(&rows, &cols, pad, &cpu).unwrap().to_vec::<f32>().unwrap();
-                assert!(a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "{w}x{h}x{ch} pad {pad}");
+                assert!(
+                    a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{w}x{h}x{ch} pad {pad}"
+                );
             }
         }
         let small = Image::from_u8(8, 8, 3, vec![7; 192]).unwrap();

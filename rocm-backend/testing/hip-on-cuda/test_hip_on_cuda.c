@@ -328,6 +328,23 @@ static void test_memory_stream_events(void) {
     check(e == hipErrorOutOfMemory && huge == NULL && last == hipErrorOutOfMemory,
           "hipMalloc(1 PiB) -> hipErrorOutOfMemory (2)", "%s (%d), last %d", hipGetErrorName(e), (int)e, (int)last);
 
+    /* Page-locked host memory: device -> pinned -> device -> pageable round trip. */
+    unsigned char* pinned = NULL;
+    HIP_OK(hipHostMalloc((void**)&pinned, bytes, hipHostMallocDefault));
+    check(pinned != NULL, "hipHostMalloc gives memory", "%p", (void*)pinned);
+    if (pinned != NULL) {
+        memset(pinned, 0xcd, bytes);
+        HIP_OK(hipMemcpyAsync(pinned, a, bytes, hipMemcpyDeviceToHost, g_stream));
+        HIP_OK(hipMemsetD8Async(b, 0xff, bytes, g_stream));
+        HIP_OK(hipMemcpyAsync(b, pinned, bytes, hipMemcpyHostToDevice, g_stream));
+        memset(back, 0xab, bytes);
+        HIP_OK(hipMemcpyAsync(back, b, bytes, hipMemcpyDeviceToHost, g_stream));
+        HIP_OK(hipStreamSynchronize(g_stream));
+        check(memcmp(back, host, bytes) == 0 && memcmp(pinned, host, bytes) == 0,
+              "hipHostMalloc + hipMemcpyAsync D2H/H2D through page-locked memory", "%zu bytes", bytes);
+        HIP_OK(hipHostFree(pinned));
+    }
+    HIP_OK(hipHostFree(NULL));
     HIP_OK(hipFree(a));
     HIP_OK(hipFree(b));
     HIP_OK(hipFree(NULL));

@@ -561,6 +561,26 @@ hipError_t hipFree(void* ptr) {
     RETURN(from_cu(r));
 }
 
+/* Page-locked host memory (rocm-backend's PinnedHostBuffer asks for the default flags only). */
+hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags) {
+    HOC_TIMED();
+    if (ptr == NULL) RETURN(hipErrorInvalidValue);
+    *ptr = NULL;
+    if (flags != hipHostMallocDefault) RETURN(hipErrorInvalidValue);
+    if (size == 0) RETURN(hipSuccess);
+    hipError_t e = enter();
+    if (e != hipSuccess) RETURN(e);
+    RETURN(from_cu(cuMemHostAlloc(ptr, size, 0)));
+}
+
+hipError_t hipHostFree(void* ptr) {
+    HOC_TIMED();
+    if (ptr == NULL) RETURN(hipSuccess);
+    hipError_t e = enter();
+    if (e != hipSuccess) RETURN(e);
+    RETURN(from_cu(cuMemFreeHost(ptr)));
+}
+
 hipError_t hipMemcpyAsync(void* dst, const void* src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream) {
     HOC_TIMED();
     if (sizeBytes == 0) RETURN(hipSuccess);
