@@ -688,15 +688,15 @@ impl Upscaler {
     }
 
     /// The padded input planes (8-bit levels on a GPU, normalised there after the upload:
-    /// a quarter of the bytes to copy).
-    /// `on_device`: made on the GPU when there is one and the image is 8-bit
-    /// ([`Padded::on_device`]).
+    /// a quarter of the bytes to copy); with `on_device`, made on the GPU when there is one
+    /// and the image is 8-bit ([`Padded::on_device`]).
     fn padded_input(&self, img: &Image, on_device: bool) -> Result<Padded, Error> {
         let device = self.net.device();
-        if on_device && device.is_rocm() {
-            if let Some(padded) = Padded::on_device(img, self.prepadding, self.multiple, device)? {
-                return Ok(padded);
-            }
+        if on_device
+            && device.is_rocm()
+            && let Some(padded) = Padded::on_device(img, self.prepadding, self.multiple, device)?
+        {
+            return Ok(padded);
         }
         let reuse = self.planes.lock().unwrap_or_else(|e| e.into_inner()).take();
         Ok(Padded::of(img, self.prepadding, self.multiple, device.is_rocm(), reuse))
