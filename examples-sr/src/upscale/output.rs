@@ -91,7 +91,8 @@ impl Upscaler {
         let n = q.elem_count();
         let buffer = match download.take() {
             Some(b) if b.len() >= n => b,
-            _ => self.net.device().host_buffer(n)?,
+            // Sized for the whole image: every tile's block fits, whatever order they come in.
+            _ => self.net.device().host_buffer(n.max(3 * ow * img.height * s))?,
         };
         let buffer = download.insert(buffer);
         q.to_slice(&mut buffer[..n])?;
