@@ -19,14 +19,13 @@ pub struct WorkspaceMeter {
 
 impl WorkspaceMeter {
     /// An f32 buffer of `len` elements, counted until dropped. Its contents are
-    /// unspecified (NaN in builds with debug assertions, every test build; zeroed memory
-    /// from the allocator, no fill pass, in optimised ones): executors must write before
-    /// they read. Fails cleanly (no abort) when the memory cannot be had, or when the
+    /// unspecified (NaN in builds with debug assertions, every test build; unfilled in
+    /// optimised ones, see [`Self::try_unfilled_vec`]): executors must write before they
+    /// read. Fails cleanly (no abort) when the memory cannot be had, or when the
     /// fault hook says so.
     pub fn alloc_f32(&self, len: usize) -> Result<MeteredBuffer<'_>, ConvError> {
         let bytes = len.saturating_mul(std::mem::size_of::<f32>());
-        let fill = if cfg!(debug_assertions) { f32::NAN } else { 0.0 };
-        let data = self.try_vec(len, fill, "workspace")?;
+        let data = self.try_unfilled_vec(len, f32::NAN, "workspace")?;
         let now = self.current.fetch_add(bytes, Ordering::Relaxed) + bytes;
         self.peak.fetch_max(now, Ordering::Relaxed);
         Ok(MeteredBuffer { data, meter: self, bytes })
@@ -52,6 +51,31 @@ impl WorkspaceMeter {
         v.try_reserve_exact(len).map_err(|_| failed())?;
         v.resize(len, fill);
         Ok(v)
+    }
+
+    /// A vector of `len` elements that the caller writes in full before it reads any: with
+    /// debug assertions (every test build) filled with `poison`, so that the f64 grids
+    /// fail on an element read before it is written; in optimised builds left as the
+    /// allocator hands them out. That skips clearing a reused block (`host_alloc`'s pool
+    /// cleared each one for `alloc_zeroed`: 6.8% of Real-CUGAN's CPU network, perf on
+    /// 2026-12-05); fresh pages come zero from the kernel anyway. The elements are
+    /// `Pod` numbers, for which every bit pattern is a value.
+    pub fn try_unfilled_vec<T: bytemuck::Pod>(
+        &self,
+        len: usize,
+        poison: T,
+        what: &'static str,
+    ) -> Result<Vec<T>, ConvError> {
+        if cfg!(debug_assertions) {
+            return self.try_vec(len, poison, what);
+        }
+        let bytes = len.saturating_mul(std::mem::size_of::<T>());
+        let index = self.allocations.fetch_add(1, Ordering::Relaxed) + 1;
+        let fail_at = self.fail_at.load(Ordering::Relaxed);
+        if fail_at != 0 && index == fail_at {
+            return Err(ConvError::AllocationFailed { what, bytes, index, injected: true });
+        }
+        unfilled_vec(len).ok_or(ConvError::AllocationFailed { what, bytes, index, injected: false })
     }
 
     /// Test hook: the `n`-th allocation the engine makes from now on (1: the next) fails
@@ -102,6 +126,21 @@ impl std::ops::DerefMut for MeteredBuffer<'_> {
 impl Drop for MeteredBuffer<'_> {
     fn drop(&mut self) {
         self.meter.current.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// `len` elements straight from the global allocator's `alloc`, not written here (see
+/// [`WorkspaceMeter::try_unfilled_vec`]); `None` when they cannot be had.
+fn unfilled_vec<T: bytemuck::Pod>(len: usize) -> Option<Vec<T>> {
+    let layout = std::alloc::Layout::array::<T>(len).ok()?;
+    if layout.size() == 0 {
+        return Some(std::iter::repeat_with(T::zeroed).take(len).collect());
+    }
+    // SAFETY: a non-zero size; the vector owns the allocation with exactly the layout `Vec`
+    // itself would use for `len`. Its callers write every element before reading it.
+    unsafe {
+        let ptr = std::alloc::alloc(layout) as *mut T;
+        (!ptr.is_null()).then(|| Vec::from_raw_parts(ptr, len, len))
     }
 }
 

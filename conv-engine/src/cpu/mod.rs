@@ -681,13 +681,13 @@ fn apply_epilogue<T: Element + WithDType>(out: Tensor, epilogue: &Epilogue<&[T]>
     Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
 }
 
-/// A fresh output buffer. Builds with debug assertions (every test build) poison it
-/// with NaN, so an element no chunk writes fails every comparison; optimised builds take
-/// zeroed memory, which the allocator maps lazily instead of filling it in an extra pass.
-/// Admitted through the meter's fault hook, and allocated fallibly.
+/// A fresh output buffer, which every algorithm writes in full: builds with debug
+/// assertions (every test build) poison it with NaN, so an element no chunk writes fails
+/// every comparison; optimised builds take the memory unfilled
+/// ([`WorkspaceMeter::try_unfilled_vec`]). Admitted through the meter's fault hook, and
+/// allocated fallibly.
 pub(crate) fn output_buffer<T: Element>(meter: &WorkspaceMeter, len: usize) -> Result<Vec<T>, ConvError> {
-    let fill = if cfg!(debug_assertions) { T::from_f32(f32::NAN) } else { T::from_f32(0.0) };
-    meter.try_vec(len, fill, "output")
+    meter.try_unfilled_vec(len, T::from_f32(f32::NAN), "output")
 }
 
 /// The elements of a contiguous CPU tensor.
