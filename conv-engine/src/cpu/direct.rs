@@ -285,6 +285,7 @@ unsafe fn conv_row<T: Element, V: F32Vector, const NV: usize>(cx: &Ctx<T>, n: us
     let q = cx.out_hw[1];
     let m = g.out_channels;
     let is_f32 = TypeId::of::<T>() == TypeId::of::<f32>();
+    let mut segments: Vec<(*const f32, usize)> = Vec::with_capacity(g.in_channels * kr);
     let mut oq0 = 0;
     while oq0 < q {
         let iw0 = oq0 as isize - g.pad_begin[1] as isize;
@@ -309,16 +310,35 @@ unsafe fn conv_row<T: Element, V: F32Vector, const NV: usize>(cx: &Ctx<T>, n: us
                 }
             }
         }
-        let staged = (!in_place).then_some(&*staging);
+        // Where each (channel, filter row) segment of the strip starts, and its weights:
+        // found once per strip, not once per group of output channels (with 3 input
+        // channels the lookup cost as much as the segment's FMAs).
+        segments.clear();
+        for c in 0..g.in_channels {
+            for r in 0..kr {
+                let ih = (op * g.stride[0] + r * g.dilation[0]) as isize - g.pad_begin[0] as isize;
+                if ih < 0 || ih >= h as isize {
+                    continue;
+                }
+                let base: *const f32 = if in_place {
+                    let row = &cx.x[((n * g.in_channels + c) * h + ih as usize) * w..][..w];
+                    // In place only for f32 strips inside the row (checked above).
+                    row[iw0 as usize..iw0 as usize + span].as_ptr() as *const f32
+                } else {
+                    staging[(c * kr + r) * span..][..span].as_ptr()
+                };
+                segments.push((base, (c * kr + r) * ks));
+            }
+        }
         let mut k0 = 0;
         while k0 < m {
             let mb = (m - k0).min(VEC_CHANNELS);
             unsafe {
                 match mb {
-                    1 => strip::<T, V, 1, NV>(cx, n, op, oq0, k0, staged),
-                    2 => strip::<T, V, 2, NV>(cx, n, op, oq0, k0, staged),
-                    3 => strip::<T, V, 3, NV>(cx, n, op, oq0, k0, staged),
-                    _ => strip::<T, V, VEC_CHANNELS, NV>(cx, n, op, oq0, k0, staged),
+                    1 => strip::<T, V, 1, NV>(cx, n, op, oq0, k0, &segments),
+                    2 => strip::<T, V, 2, NV>(cx, n, op, oq0, k0, &segments),
+                    3 => strip::<T, V, 3, NV>(cx, n, op, oq0, k0, &segments),
+                    _ => strip::<T, V, VEC_CHANNELS, NV>(cx, n, op, oq0, k0, &segments),
                 }
             }
             k0 += mb;
@@ -337,33 +357,17 @@ unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize>(
     op: usize,
     oq0: usize,
     k0: usize,
-    staged: Option<&[f32]>,
+    segments: &[(*const f32, usize)],
 ) {
     let g = &cx.g;
-    let [h, w] = g.in_size;
     let [p, q] = cx.out_hw;
     let [kr, ks] = g.kernel;
     let c_in = g.in_channels;
     let width = NV * V::LANES;
-    let span = (ks - 1) * g.dilation[1] + width;
-    let iw0 = oq0 as isize - g.pad_begin[1] as isize;
     let mut acc = [[unsafe { V::zero() }; NV]; MB];
     let w_k = c_in * kr * ks;
-    for c in 0..c_in {
-        for r in 0..kr {
-            let ih = (op * g.stride[0] + r * g.dilation[0]) as isize - g.pad_begin[0] as isize;
-            if ih < 0 || ih >= h as isize {
-                continue;
-            }
-            let base: *const f32 = match staged {
-                Some(st) => st[(c * kr + r) * span..][..span].as_ptr(),
-                None => {
-                    let row = &cx.x[((n * c_in + c) * h + ih as usize) * w..][..w];
-                    // In place only for f32 strips inside the row (see `conv_row`).
-                    row[iw0 as usize..iw0 as usize + span].as_ptr() as *const f32
-                }
-            };
-            let wrow = (c * kr + r) * ks;
+    for &(base, wrow) in segments {
+        {
             for s in 0..ks {
                 unsafe {
                     let xp = base.add(s * g.dilation[1]);
