@@ -37,15 +37,9 @@ impl WorkspaceMeter {
     /// touched only when written) instead of writing it: `Vec::resize` wrote every byte
     /// of every 68 MB convolution output once more before the convolution did.
     pub fn try_vec<T: bytemuck::Pod>(&self, len: usize, fill: T, what: &'static str) -> Result<Vec<T>, ConvError> {
-        let bytes = len.saturating_mul(std::mem::size_of::<T>());
-        let index = self.allocations.fetch_add(1, Ordering::Relaxed) + 1;
-        let fail_at = self.fail_at.load(Ordering::Relaxed);
-        if fail_at != 0 && index == fail_at {
-            return Err(ConvError::AllocationFailed { what, bytes, index, injected: true });
-        }
-        let failed = || ConvError::AllocationFailed { what, bytes, index, injected: false };
+        let failed = self.admit::<T>(len, what)?;
         if bytemuck::bytes_of(&fill).iter().all(|&b| b == 0) {
-            return zeroed_vec(len).ok_or_else(failed);
+            return raw_vec(len, true).ok_or_else(failed);
         }
         let mut v = Vec::new();
         v.try_reserve_exact(len).map_err(|_| failed())?;
@@ -69,13 +63,20 @@ impl WorkspaceMeter {
         if cfg!(debug_assertions) {
             return self.try_vec(len, poison, what);
         }
+        let failed = self.admit::<T>(len, what)?;
+        raw_vec(len, false).ok_or_else(failed)
+    }
+
+    /// Counts an allocation of `len` elements through the fault hook: the injected
+    /// failure, or the error to give if the memory cannot be had.
+    fn admit<T>(&self, len: usize, what: &'static str) -> Result<impl Fn() -> ConvError, ConvError> {
         let bytes = len.saturating_mul(std::mem::size_of::<T>());
         let index = self.allocations.fetch_add(1, Ordering::Relaxed) + 1;
         let fail_at = self.fail_at.load(Ordering::Relaxed);
         if fail_at != 0 && index == fail_at {
             return Err(ConvError::AllocationFailed { what, bytes, index, injected: true });
         }
-        unfilled_vec(len).ok_or(ConvError::AllocationFailed { what, bytes, index, injected: false })
+        Ok(move || ConvError::AllocationFailed { what, bytes, index, injected: false })
     }
 
     /// Test hook: the `n`-th allocation the engine makes from now on (1: the next) fails
@@ -129,31 +130,19 @@ impl Drop for MeteredBuffer<'_> {
     }
 }
 
-/// `len` elements straight from the global allocator's `alloc`, not written here (see
-/// [`WorkspaceMeter::try_unfilled_vec`]); `None` when they cannot be had.
-fn unfilled_vec<T: bytemuck::Pod>(len: usize) -> Option<Vec<T>> {
+/// `len` elements straight from the global allocator: `alloc_zeroed` (zeros) when
+/// `zeroed`, else `alloc`, not written here (see [`WorkspaceMeter::try_unfilled_vec`]);
+/// `None` when they cannot be had.
+fn raw_vec<T: bytemuck::Pod>(len: usize, zeroed: bool) -> Option<Vec<T>> {
     let layout = std::alloc::Layout::array::<T>(len).ok()?;
     if layout.size() == 0 {
         return Some(std::iter::repeat_with(T::zeroed).take(len).collect());
     }
     // SAFETY: a non-zero size; the vector owns the allocation with exactly the layout `Vec`
-    // itself would use for `len`. Its callers write every element before reading it.
+    // itself would use for `len`; all-zero bytes are a valid `T` (`Pod`), and unfilled
+    // memory is only handed to callers that write every element before reading it.
     unsafe {
-        let ptr = std::alloc::alloc(layout) as *mut T;
-        (!ptr.is_null()).then(|| Vec::from_raw_parts(ptr, len, len))
-    }
-}
-
-/// `len` zeros from the global allocator's `alloc_zeroed`; `None` when it cannot be had.
-fn zeroed_vec<T: bytemuck::Zeroable>(len: usize) -> Option<Vec<T>> {
-    let layout = std::alloc::Layout::array::<T>(len).ok()?;
-    if layout.size() == 0 {
-        return Some(std::iter::repeat_with(T::zeroed).take(len).collect());
-    }
-    // SAFETY: a non-zero size; all-zero bytes are a valid `T` (`Zeroable`); the vector
-    // owns the allocation with exactly the layout `Vec` itself would use for `len`.
-    unsafe {
-        let ptr = std::alloc::alloc_zeroed(layout) as *mut T;
+        let ptr = if zeroed { std::alloc::alloc_zeroed(layout) } else { std::alloc::alloc(layout) } as *mut T;
         (!ptr.is_null()).then(|| Vec::from_raw_parts(ptr, len, len))
     }
 }
