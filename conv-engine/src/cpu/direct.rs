@@ -312,7 +312,9 @@ unsafe fn conv_row<T: Element, V: F32Vector, const NV: usize>(cx: &Ctx<T>, n: us
         }
         // Where each (channel, filter row) segment of the strip starts, and its weights:
         // found once per strip, not once per group of output channels (with 3 input
-        // channels the lookup cost as much as the segment's FMAs).
+        // channels the lookup cost as much as the segment's FMAs). A pass of its own after
+        // the staging: the pointers come from shared borrows of the finished staging, which
+        // a later mutable borrow of it (staging the next segment) would invalidate.
         segments.clear();
         for c in 0..g.in_channels {
             for r in 0..kr {
@@ -367,19 +369,17 @@ unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize>(
     let mut acc = [[unsafe { V::zero() }; NV]; MB];
     let w_k = c_in * kr * ks;
     for &(base, wrow) in segments {
-        {
-            for s in 0..ks {
-                unsafe {
-                    let xp = base.add(s * g.dilation[1]);
-                    let mut xv = [V::zero(); NV];
-                    for (j, v) in xv.iter_mut().enumerate() {
-                        *v = V::load(xp.add(j * V::LANES));
-                    }
-                    for (i, row) in acc.iter_mut().enumerate() {
-                        let wv = V::splat(cx.w.as_ptr().add((k0 + i) * w_k + wrow + s));
-                        for (j, a) in row.iter_mut().enumerate() {
-                            *a = V::fma(wv, xv[j], *a);
-                        }
+        for s in 0..ks {
+            unsafe {
+                let xp = base.add(s * g.dilation[1]);
+                let mut xv = [V::zero(); NV];
+                for (j, v) in xv.iter_mut().enumerate() {
+                    *v = V::load(xp.add(j * V::LANES));
+                }
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let wv = V::splat(cx.w.as_ptr().add((k0 + i) * w_k + wrow + s));
+                    for (j, a) in row.iter_mut().enumerate() {
+                        *a = V::fma(wv, xv[j], *a);
                     }
                 }
             }
