@@ -61,6 +61,8 @@ struct Args {
     kernel: Option<MicroKernel>,
     /// `--only TEXT`: only the shapes whose name contains TEXT.
     only: Option<String>,
+    /// `--no-candle`: skip candle's conv2d (for profiling ours alone).
+    candle: bool,
 }
 
 fn parse_args() -> Args {
@@ -83,6 +85,7 @@ fn parse_args() -> Args {
         algorithm: None,
         kernel: None,
         only: None,
+        candle: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -106,6 +109,7 @@ fn parse_args() -> Args {
                 }
             }
             "--no-ort" => a.ort = false,
+            "--no-candle" => a.candle = false,
             "--no-pool" => HEAP.pool().expect("the benchmark's allocator has a pool").set_caching(false),
             "--python" => a.python = it.next().expect("--python PATH"),
             "--markdown" => a.markdown = Some(it.next().expect("--markdown FILE")),
@@ -216,8 +220,8 @@ fn main() {
             let out_bytes = problem.output_bytes();
             let plan = engine.plan(&problem).unwrap();
             let (ours, ours_peak) = time(args.reps, || engine.run_plan(&plan, &x, &w, None).unwrap());
-            let candle = if args.dtype == DType::BF16 {
-                None // candle's CPU conv2d has no bf16
+            let candle = if args.dtype == DType::BF16 || !args.candle {
+                None // candle's CPU conv2d has no bf16, or --no-candle
             } else {
                 Some(time(args.reps, || x.conv2d(&w, pad, 1, 1, 1).unwrap()))
             };
@@ -233,7 +237,7 @@ fn main() {
                 candle.map_or("n/a".into(), |(t, _)| format!("{:.1}", t * 1e3)),
                 candle.map_or("n/a".into(), |(t, _)| format!("{:.1}", flops / t / 1e9)),
                 candle.map_or("n/a".into(), |(_, p)| mib(p)),
-                candle.map_or("n/a (bf16 unsupported)".into(), |(t, _)| format!("{:.2}x", t / ours)),
+                candle.map_or("n/a (bf16 unsupported or --no-candle)".into(), |(t, _)| format!("{:.2}x", t / ours)),
                 ort_t.map_or("n/a".into(), |t| format!("{:.1}", t * 1e3)),
                 ort_t.map_or("n/a".into(), |t| format!("{:.2}x", t / ours)),
             );

@@ -5,7 +5,7 @@
 //! the sizes of a 256x256 image through the 2x model (net input 292x292). Alternating
 //! rounds, best of each, LeakyReLU(0.1) fused as the model has it; GFLOP/s of each
 //! problem's own FLOP count (a 1x1 form does the same FLOPs as its deconvolution).
-//! `cargo bench -p conv-engine --bench realcugan_layers [-- --only TEXT] [--algorithm NAME]`.
+//! `cargo bench -p conv-engine --bench realcugan_layers [-- --only TEXT] [--algorithm NAME] [--rounds N]`.
 //! Large blocks are reused as in the `realcugan` binary (`host_alloc`): outputs and
 //! workspaces cost no page faults after the untimed first run of each.
 
@@ -31,6 +31,8 @@ fn main() {
     let only = std::env::args().skip_while(|a| a != "--only").nth(1);
     let algorithm: Option<Algorithm> =
         std::env::args().skip_while(|a| a != "--algorithm").nth(1).map(|a| a.parse().expect("--algorithm NAME"));
+    let rounds: usize =
+        std::env::args().skip_while(|a| a != "--rounds").nth(1).map_or(4, |a| a.parse().expect("--rounds N"));
     let layers = [
         Layer { name: "deconvrelu_2 2x2 s2", transposed: true, c: 64, size: 258, k: 64, r: 2, stride: 2, pad: 0 },
         Layer { name: "deconvrelu_2 as 1x1", transposed: false, c: 64, size: 258, k: 256, r: 1, stride: 1, pad: 0 },
@@ -72,7 +74,7 @@ fn main() {
             })
             .collect();
         let mut best = vec![f64::INFINITY; runs.len()];
-        for _ in 0..4 {
+        for _ in 0..rounds {
             for (i, (engine, plan)) in runs.iter().enumerate() {
                 let t = Instant::now();
                 engine.run_plan_fused(plan, &x, &w, Some(&b), &ep).unwrap();
