@@ -353,11 +353,14 @@ unsafe fn conv_row<T: Element, V: F32Vector, const NV: usize>(cx: &Ctx<T>, n: us
             let mb = (m - k0).min(VEC_CHANNELS);
             unsafe {
                 match (mb, three) {
-                    (1, _) => strip::<T, V, 1, NV, 0>(cx, n, op, oq0, k0, &segments),
-                    (2, _) => strip::<T, V, 2, NV, 0>(cx, n, op, oq0, k0, &segments),
-                    (3, _) => strip::<T, V, 3, NV, 0>(cx, n, op, oq0, k0, &segments),
-                    (_, true) => strip::<T, V, VEC_CHANNELS, NV, 3>(cx, n, op, oq0, k0, &segments),
-                    (_, false) => strip::<T, V, VEC_CHANNELS, NV, 0>(cx, n, op, oq0, k0, &segments),
+                    (1, _) => strip::<T, V, 1, NV, 0, 0>(cx, n, op, oq0, k0, &segments),
+                    (2, _) => strip::<T, V, 2, NV, 0, 0>(cx, n, op, oq0, k0, &segments),
+                    (3, _) => strip::<T, V, 3, NV, 0, 0>(cx, n, op, oq0, k0, &segments),
+                    (_, true) if segments.len() == 9 => {
+                        strip::<T, V, VEC_CHANNELS, NV, 3, 9>(cx, n, op, oq0, k0, &segments)
+                    }
+                    (_, true) => strip::<T, V, VEC_CHANNELS, NV, 3, 0>(cx, n, op, oq0, k0, &segments),
+                    (_, false) => strip::<T, V, VEC_CHANNELS, NV, 0, 0>(cx, n, op, oq0, k0, &segments),
                 }
             }
             k0 += mb;
@@ -370,7 +373,7 @@ unsafe fn conv_row<T: Element, V: F32Vector, const NV: usize>(cx: &Ctx<T>, n: us
 /// reading the input in place (f32, strip inside the row) or from `staged` segments.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize, const KS: usize>(
+unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize, const KS: usize, const NSEG: usize>(
     cx: &Ctx<T>,
     n: usize,
     op: usize,
@@ -386,6 +389,7 @@ unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize, cons
     let mut acc = [[unsafe { V::zero() }; NV]; MB];
     let w_k = c_in * kr * ks;
     let ks = if KS > 0 { KS } else { ks };
+    let segments = if NSEG > 0 { &segments[..NSEG] } else { segments };
     for &(base, wrow) in segments {
         for s in 0..ks {
             unsafe {
@@ -579,6 +583,35 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(5);
         check::<f32>(isa, &g, &mut rng, Activation::Identity, 1e-5);
         check::<f16>(isa, &g, &mut rng, Activation::Relu, 4e-3);
+    }
+
+    /// The 3-channel 3x3 input layer (Real-CUGAN's first, 3->32), which has its own
+    /// unrolled instance: rows whose 9 segments are all inside the image, edge rows with
+    /// fewer, strips in place and staged, with every ISA.
+    #[test]
+    fn vectorised_direct_runs_the_three_channel_input_layer() {
+        let mut rng = StdRng::seed_from_u64(0x3c);
+        for isa in MicroKernel::all_supported().into_iter().filter(|&k| k != MicroKernel::Portable) {
+            for (size, pad) in [([20, 150], 1), ([9, 67], 0)] {
+                let g = ConvGeometry {
+                    kind: ConvKind::Forward,
+                    batch: 2,
+                    in_channels: 3,
+                    in_size: size,
+                    out_channels: 32,
+                    kernel: [3, 3],
+                    stride: [1, 1],
+                    pad_begin: [pad, pad],
+                    pad_end: [pad, pad],
+                    dilation: [1, 1],
+                    output_padding: [0, 0],
+                    groups: 1,
+                };
+                check::<f32>(isa, &g, &mut rng, Activation::LeakyRelu(0.1), 1e-5);
+                check::<f32>(isa, &g, &mut rng, Activation::Identity, 1e-5);
+                check::<bf16>(isa, &g, &mut rng, Activation::Identity, 2e-2);
+            }
+        }
     }
 
     #[test]
