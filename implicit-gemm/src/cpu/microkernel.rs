@@ -110,6 +110,12 @@ impl MicroKernel {
         }
     }
 
+    /// Whether the kernel is one of the AVX-512 ones (whose callers may then use AVX-512
+    /// code of their own once the kernel is known to be supported).
+    pub fn is_avx512(self) -> bool {
+        matches!(self, MicroKernel::Avx512 | MicroKernel::Avx512Narrow)
+    }
+
     /// Whether this kernel can run on the current CPU.
     pub fn is_supported(self) -> bool {
         self.missing_features().is_none()

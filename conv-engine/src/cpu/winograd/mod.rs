@@ -32,6 +32,7 @@
 //! one block's transformed input and GEMM output. Blocks shrink (down to 16 tiles) to fit
 //! the dispatcher's limit.
 
+mod lanes;
 mod transforms;
 
 use crate::dispatch::Chunk;
@@ -367,6 +368,10 @@ impl WinogradPlan {
         const CB: usize = 8;
         let c_blocks = c_n.div_ceil(CB);
         let v_ptr = SharedMut(v.as_mut_ptr());
+        let wide = self.kernel.is_avx512();
+        let is_f32 = std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>();
+        #[cfg(target_arch = "x86_64")]
+        debug_assert_eq!(lanes::avx512::split_span(M, N), M * (NR - 1) + N);
         for job in 0..npanels * c_blocks {
             let (panel, cb) = (job / c_blocks, job % c_blocks);
             // Input origin of each lane's tile (None past the last tile).
@@ -377,6 +382,7 @@ impl WinogradPlan {
                     (n, oy as isize - g.pad_begin[0] as isize, ox as isize - g.pad_begin[1] as isize)
                 })
             });
+            let mut seg = [0f32; MAX_SPAN];
             // All 16 tiles side by side in one tile row, horizontally inside the image:
             // each input row they read is one contiguous segment.
             let span = M * (NR - 1) + N;
@@ -393,65 +399,92 @@ impl WinogradPlan {
                 _ => None,
             };
             for c in cb * CB..((cb + 1) * CB).min(c_n) {
-                let mut d = [[[0f32; NR]; N]; N];
-                if let Some((n, iy0, ix0)) = row_run {
-                    let plane = &input[(n * c_n + c) * h * w..][..h * w];
-                    let mut seg = [0f32; MAX_SPAN];
-                    for (r, drow) in d.iter_mut().enumerate() {
-                        let iy = iy0 + r as isize;
-                        if iy < 0 || iy >= h as isize {
-                            continue;
-                        }
-                        T::widen(&plane[iy as usize * w + ix0..][..span], &mut seg[..span]);
-                        for (s, cell) in drow.iter_mut().enumerate() {
-                            for (j, x) in cell.iter_mut().enumerate() {
-                                *x = seg[M * j + s];
+                let d = match row_run {
+                    Some((n, iy0, ix0)) => {
+                        let plane = &input[(n * c_n + c) * h * w..][..h * w];
+                        // Every row written below, none first zeroed: the zeroing of the
+                        // whole patch cost as much as its transform (perf).
+                        let mut d = std::mem::MaybeUninit::<[[[f32; NR]; N]; N]>::uninit();
+                        let rows = d.as_mut_ptr() as *mut [[f32; NR]; N];
+                        for r in 0..N {
+                            // SAFETY: r < N rows of the patch.
+                            let drow = unsafe { rows.add(r) };
+                            let iy = iy0 + r as isize;
+                            if iy < 0 || iy >= h as isize {
+                                // SAFETY: as above.
+                                unsafe { drow.write([[0.0; NR]; N]) };
+                                continue;
                             }
+                            let src = &plane[iy as usize * w + ix0..][..span];
+                            #[cfg(target_arch = "x86_64")]
+                            if wide {
+                                let row: *const f32 = if is_f32 {
+                                    src.as_ptr().cast()
+                                } else {
+                                    T::widen(src, &mut seg[..span]);
+                                    seg.as_ptr()
+                                };
+                                // SAFETY: AVX-512 (`wide`); `row` holds `span` floats,
+                                // `drow` N·16.
+                                unsafe { lanes::avx512::split_row::<M, N>(row, drow.cast()) };
+                                continue;
+                            }
+                            T::widen(src, &mut seg[..span]);
+                            let split = std::array::from_fn(|s| std::array::from_fn(|j| seg[M * j + s]));
+                            // SAFETY: as above.
+                            unsafe { drow.write(split) };
                         }
+                        // SAFETY: every row was written.
+                        unsafe { d.assume_init() }
                     }
-                }
-                for (j, o) in origin.iter().enumerate().filter(|_| row_run.is_none()) {
-                    let Some((n, iy0, ix0)) = *o else { continue };
-                    let plane = &input[(n * c_n + c) * h * w..][..h * w];
-                    for (r, drow) in d.iter_mut().enumerate() {
-                        let iy = iy0 + r as isize;
-                        if iy < 0 || iy >= h as isize {
-                            continue;
-                        }
-                        let row = &plane[iy as usize * w..][..w];
-                        if ix0 >= 0 && ix0 + N as isize <= w as isize {
-                            for (s, x) in row[ix0 as usize..ix0 as usize + N].iter().enumerate() {
-                                drow[s][j] = x.to_f32();
-                            }
-                        } else {
-                            for (s, cell) in drow.iter_mut().enumerate() {
-                                let ix = ix0 + s as isize;
-                                if ix >= 0 && ix < w as isize {
-                                    cell[j] = row[ix as usize].to_f32();
+                    None => {
+                        let mut d = [[[0f32; NR]; N]; N];
+                        for (j, o) in origin.iter().enumerate() {
+                            let Some((n, iy0, ix0)) = *o else { continue };
+                            let plane = &input[(n * c_n + c) * h * w..][..h * w];
+                            for (r, drow) in d.iter_mut().enumerate() {
+                                let iy = iy0 + r as isize;
+                                if iy < 0 || iy >= h as isize {
+                                    continue;
+                                }
+                                let row = &plane[iy as usize * w..][..w];
+                                if ix0 >= 0 && ix0 + N as isize <= w as isize {
+                                    for (s, x) in row[ix0 as usize..ix0 as usize + N].iter().enumerate() {
+                                        drow[s][j] = x.to_f32();
+                                    }
+                                } else {
+                                    for (s, cell) in drow.iter_mut().enumerate() {
+                                        let ix = ix0 + s as isize;
+                                        if ix >= 0 && ix < w as isize {
+                                            cell[j] = row[ix as usize].to_f32();
+                                        }
+                                    }
                                 }
                             }
                         }
+                        d
                     }
-                }
-                let t = input_tile_lanes::<N, E>(&d);
-                for (e, lanes) in t.iter().enumerate() {
+                };
+                input_tile_lanes::<N, E>(&d, |e, lanes| {
                     // SAFETY: in bounds (e < E, panel < panels, c < C); each (panel, c) is
                     // written by one job.
                     let dst = unsafe {
                         std::slice::from_raw_parts_mut(v_ptr.ptr().add(e * e_len + (panel * c_n + c) * NR), NR)
                     };
                     dst.copy_from_slice(lanes);
-                }
+                });
             }
         }
     }
 
-    /// `M[e] = U[e] · V[e]` (`e < elements`) for the block's panels: `m[e][k][tile]`, row
-    /// stride the block.
+    /// `M[e] = U[e] · V[e]` (`e < elements`) for the block's panels, stored
+    /// `m[panel][k][e][j]`: the output transform of one (panel, k) then reads its `E`
+    /// values of 16 tiles as one contiguous run. (Stored `m[e][k][tile]`, that read was 36
+    /// loads from 36 planes, the hottest spot of Real-CUGAN's Winograd layers.)
     fn gemm(&self, elements: usize, u: &[f32], v: &[f32], m: &mut [f32], npanels: usize) {
         let c_n = self.geom.in_channels;
-        let ldc = self.panels * NR;
-        let (u_e, v_e, m_e) = (self.m_pad * c_n, self.panels * c_n * NR, self.m_pad * ldc);
+        let ldc = elements * NR;
+        let (u_e, v_e) = (self.m_pad * c_n, self.panels * c_n * NR);
         let m_panels = self.m_pad / MR;
         let mc_panels = MC / MR;
         let m_blocks = m_panels.div_ceil(mc_panels);
@@ -469,11 +502,11 @@ impl WinogradPlan {
                     for ir in panels_m.clone() {
                         let a = u[ir * c_n * MR + kb * MR..].as_ptr();
                         // SAFETY: the panels hold kcb·6 and kcb·16 floats from these
-                        // offsets; the 6×16 C tile (rows 6·ir.., columns 16·jp..) lies in
-                        // M[e] (m_pad rows of ldc ≥ 16·npanels columns) and belongs to this
-                        // job alone; the kernel was checked in `run`.
+                        // offsets; the 6×16 C tile (rows k = 6·ir.. of panel jp, element e)
+                        // lies in the block's M (panels · m_pad · E · 16 floats) and belongs
+                        // to this job alone; the kernel was checked in `run`.
                         unsafe {
-                            let c = m_ptr.ptr().add(e * m_e + ir * MR * ldc + jp * NR);
+                            let c = m_ptr.ptr().add((jp * self.m_pad + ir * MR) * ldc + e * NR);
                             kernel.run(kcb, a, b, c, ldc, kb > 0);
                         }
                     }
@@ -507,17 +540,14 @@ impl WinogradPlan {
         let g = &self.geom;
         let k_n = g.out_channels;
         let [p, q] = g.out_hw();
-        let ldc = self.panels * NR;
-        let m_e = self.m_pad * ldc;
         let npanels = tiles.len().div_ceil(NR);
         let rows = self.rows.clone();
+        let wide = self.kernel.is_avx512();
         for job in 0..npanels * k_n {
             let (panel, k) = (job / k_n, job % k_n);
-            let mut t = [[0f32; NR]; E];
-            for (e, lanes) in t.iter_mut().enumerate() {
-                lanes.copy_from_slice(&m[e * m_e + k * ldc + panel * NR..][..NR]);
-            }
-            let y = output_tile_lanes::<N, M, E>(&t);
+            let (t, _) = m[(panel * self.m_pad + k) * E * NR..][..E * NR].as_chunks::<NR>();
+            let t: &[[f32; NR]; E] = t.try_into().expect("E lanes of 16 tiles");
+            let y = output_tile_lanes::<N, M, E>(t);
             let b = bias.map_or(0.0, |b| b[k].to_f32());
             // Fast path: all 16 tiles side by side in one tile row, wholly inside the
             // chunk: each output row is one contiguous store.
@@ -535,7 +565,15 @@ impl WinogradPlan {
                     let mut buf = [0f32; 4 * NR];
                     for (i, yrow) in y.iter().enumerate() {
                         let row = plane + (oy + i) * q + ox;
-                        for (s, cell) in yrow.iter().enumerate() {
+                        #[cfg(target_arch = "x86_64")]
+                        let joined = wide && {
+                            // SAFETY: AVX-512 (`wide`).
+                            unsafe { lanes::avx512::join_row::<M>(yrow, b, &mut buf) };
+                            true
+                        };
+                        #[cfg(not(target_arch = "x86_64"))]
+                        let joined = false;
+                        for (s, cell) in yrow.iter().enumerate().filter(|_| !joined) {
                             for (j, v) in cell.iter().enumerate() {
                                 buf[M * j + s] = v + b;
                             }

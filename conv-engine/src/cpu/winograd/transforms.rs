@@ -122,9 +122,14 @@ pub(super) fn weight_tile<const N: usize, const E: usize>(g: &[f64; 9]) -> [f64;
     out
 }
 
-/// `Bᵀ d B` over 16 lanes: `d[row][col][lane]` to `out[e][lane]`.
+/// `Bᵀ d B` over 16 lanes: `d[row][col][lane]` to `put(e, lanes)` for each `e < E`, as
+/// each row of the result is done (straight into its GEMM panel, no copy of the tile).
 #[inline(always)]
-pub(super) fn input_tile_lanes<const N: usize, const E: usize>(d: &[[[f32; NR]; N]; N]) -> [[f32; NR]; E] {
+pub(super) fn input_tile_lanes<const N: usize, const E: usize>(
+    d: &[[[f32; NR]; N]; N],
+    mut put: impl FnMut(usize, &[f32; NR]),
+) {
+    debug_assert_eq!(E, N * N);
     let mut cols = [[[0f32; NR]; N]; N]; // cols[r][s]: Bᵀ applied down column s
     for s in 0..N {
         for j in 0..NR {
@@ -134,16 +139,18 @@ pub(super) fn input_tile_lanes<const N: usize, const E: usize>(d: &[[[f32; NR]; 
             }
         }
     }
-    let mut out = [[0f32; NR]; E];
     for r in 0..N {
+        let mut row = [[0f32; NR]; N];
         for j in 0..NR {
             let v = bt(std::array::from_fn::<f32, N, _>(|s| cols[r][s][j]));
             for s in 0..N {
-                out[r * N + s][j] = v[s];
+                row[s][j] = v[s];
             }
         }
+        for (s, lanes) in row.iter().enumerate() {
+            put(r * N + s, lanes);
+        }
     }
-    out
 }
 
 /// `Aᵀ m A` over 16 lanes: `m[e][lane]` to `y[row][col][lane]`.
@@ -243,7 +250,9 @@ mod tests {
                 }
             }
         }
-        let (v, y) = (input_tile_lanes::<N, E>(&d), output_tile_lanes::<N, M, E>(&m));
+        let mut v = [[0f32; NR]; E];
+        input_tile_lanes::<N, E>(&d, |e, lanes| v[e] = *lanes);
+        let y = output_tile_lanes::<N, M, E>(&m);
         for j in 0..NR {
             let dj: [f32; E] = std::array::from_fn(|i| d[i / N][i % N][j]);
             let mj: [f32; E] = std::array::from_fn(|e| m[e][j]);
