@@ -63,11 +63,17 @@ fn main() {
         let b = Tensor::randn(0f32, 0.1, l.k, &Device::Cpu).unwrap();
         let ep = Epilogue::default().with_activation(Activation::LeakyRelu(0.1));
         let budget = Budget::bytes(64 << 20);
+        // Each algorithm alone, then the dispatcher's own choice (`None`).
         let runs: Vec<_> = algorithms
             .iter()
-            .filter(|&&a| algorithm.is_none_or(|only| only == a))
-            .filter_map(|&a| {
-                let engine = CpuConv::new(budget).with_allowed(&[a]);
+            .map(Some)
+            .chain([None])
+            .filter(|a| algorithm.is_none_or(|only| *a == Some(&only)))
+            .filter_map(|a| {
+                let engine = match a {
+                    Some(&a) => CpuConv::new(budget).with_allowed(&[a]),
+                    None => CpuConv::new(budget),
+                };
                 let plan = engine.plan(&p).ok()?;
                 engine.run_plan_fused(&plan, &x, &w, Some(&b), &ep).ok()?;
                 Some((engine, plan))
@@ -82,9 +88,10 @@ fn main() {
             }
         }
         let mut line = format!("{:<22} {:>7.2} GFLOP:", l.name, p.geometry().flops() as f64 / 1e9);
-        for ((_, plan), secs) in runs.iter().zip(&best) {
+        for (i, ((_, plan), secs)) in runs.iter().zip(&best).enumerate() {
+            let chosen = if algorithm.is_none() && i == runs.len() - 1 { "dispatcher's choice: " } else { "" };
             line += &format!(
-                "  {} {:.1} ms {:.1} GFLOP/s;",
+                "  {chosen}{} {:.1} ms {:.1} GFLOP/s;",
                 plan.kernel(),
                 secs * 1e3,
                 p.geometry().flops() as f64 / secs / 1e9
