@@ -241,9 +241,16 @@ pub fn direct_vectorised<T: Element>(
 
 /// The output pointer, shared by workers that write disjoint rows.
 #[derive(Clone, Copy)]
-struct SharedOut<T>(*mut T);
+pub(super) struct SharedOut<T>(pub(super) *mut T);
 unsafe impl<T: Send> Send for SharedOut<T> {}
 unsafe impl<T: Send> Sync for SharedOut<T> {}
+
+impl<T> SharedOut<T> {
+    /// By value, so closures capture the wrapper (Send + Sync), not the raw pointer.
+    pub(super) fn ptr(self) -> *mut T {
+        self.0
+    }
+}
 
 struct Ctx<'a, T> {
     g: ConvGeometry,

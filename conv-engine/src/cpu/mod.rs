@@ -17,7 +17,7 @@ use crate::workspace::WorkspaceMeter;
 use candle_core::{Device, Storage, Tensor, WithDType};
 use half::{bf16, f16};
 use implicit_gemm::cpu::{CpuConvPlan, Element, MicroKernel};
-use implicit_gemm::{ConvGeometry, Epilogue};
+use implicit_gemm::{ConvGeometry, ConvKind, Epilogue};
 use rates::{
     direct_vectorised_gflops_per_thread, gemm_shape_efficiency, gflops_per_thread, winograd_f4_gflops_per_thread,
     winograd_gflops_per_thread,
@@ -379,6 +379,11 @@ impl CpuConv {
         match plan.kernel() {
             // Row chunks are strided operands, which the crate packs into a buffer of its
             // own per call (measured: the whole figure, on top of what is live).
+            // The transposed form meters its own scratch; the crate's part is its slab and
+            // the packing of one input row per worker.
+            CpuKernel::Gemm1x1 if plan.problem().geometry().kind == ConvKind::Transposed => {
+                gemm1x1::transposed_crate_bytes(plan.problem(), threads).unwrap_or(0)
+            }
             CpuKernel::Gemm1x1 if plan.chunk_count() == 1 => plan.workspace_bytes(),
             CpuKernel::CandleIm2col => plan
                 .chunks()
@@ -641,6 +646,13 @@ impl CpuConv {
                     direct::direct_vectorised(catalog.kernel, &gc, xs, w, b, ep, os, rows, threads, &mut ws);
                 }
                 CpuKernel::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
+                CpuKernel::Gemm1x1 if gc.kind == ConvKind::Transposed => {
+                    let threads = catalog.threads;
+                    let floats = gemm1x1::transposed_scratch_floats(&gc, std::mem::size_of::<T>(), threads);
+                    let mut ws = self.meter.alloc_f32(floats)?;
+                    let (rows, ep) = (chunk.rows.clone(), &chunk_epilogue);
+                    gemm1x1::run_transposed(&gc, xs, w, b, ep, os, rows, threads, &mut ws)?
+                }
                 CpuKernel::Gemm1x1 => {
                     gemm1x1::run(&gc, xs, w, b, &chunk_epilogue, os, chunk.rows.clone(), catalog.threads)?
                 }

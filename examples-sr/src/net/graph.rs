@@ -22,12 +22,15 @@ pub(super) struct ConvNode {
     pub in_c: usize,
     pub out_c: usize,
     pub kernel: [usize; 2],
-    /// For a deconvolution whose kernel equals its stride (no overlap, no padding): the
-    /// same layer as a 1x1 convolution to `out_c·k·k` channels followed by a pixel shuffle
-    /// (weights `[out_c·k·k, in_c, 1, 1]`, bias repeated `k·k` times). Every output pixel
-    /// is one product sum over the input channels either way, but as a plain GEMM with
-    /// `k·k` times more rows it runs several times faster in the engine than as a
-    /// transposed convolution split into `k·k` one-tap phases.
+    /// On ROCm, for a deconvolution whose kernel equals its stride (no overlap, no
+    /// padding): the same layer as a 1x1 convolution to `out_c·k·k` channels followed by a
+    /// pixel shuffle (weights `[out_c·k·k, in_c, 1, 1]`, bias repeated `k·k` times). Every
+    /// output pixel is one product sum over the input channels either way, but as a plain
+    /// GEMM with `k·k` times more rows it runs several times faster on the GPU than as a
+    /// transposed convolution split into `k·k` one-tap phases, and the shuffle is fused
+    /// into the skip add that follows. The CPU engine runs such a deconvolution itself as
+    /// that GEMM with the shuffle in its write-out (`Gemm1x1`), which saves the
+    /// `out_c·k·k`-channel map and the shuffle's pass over it: `None` there.
     pub as_1x1: Option<Shuffled1x1>,
 }
 
@@ -322,8 +325,12 @@ fn conv_params(stride: [usize; 2], pad: Pad, dilation: [usize; 2]) -> Conv2dPara
 }
 
 /// The 1x1-convolution form of a deconvolution with kernel = stride, no padding, no
-/// dilation (see `ConvNode::as_1x1`); `None` for any other deconvolution.
+/// dilation on ROCm (see `ConvNode::as_1x1`); `None` for any other deconvolution, and on
+/// the CPU.
 fn deconv_as_1x1(d: &Deconvolution, dtype: DType, device: &Device) -> Result<Option<Shuffled1x1>, Error> {
+    if !device.is_rocm() {
+        return Ok(None);
+    }
     let k = d.kernel_h;
     let unpadded = d.pad == Pad { left: 0, right: 0, top: 0, bottom: 0 };
     if !(d.kernel_w == k && d.stride_h == k && d.stride_w == k && d.dilation_h == 1 && d.dilation_w == 1 && unpadded) {
