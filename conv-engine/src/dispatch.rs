@@ -53,8 +53,9 @@ pub enum ConvRounding {
     /// tile configuration sums each output in the same order), or direct convolution when
     /// its workspace does not fit; no library GEMM (rocBLAS and MIOpen pick kernels by
     /// size). On the CPU: the implicit GEMM, Winograd (its tile chosen by channels, its
-    /// transform grid the tiler's to align) and the vectorised direct convolution, chosen
-    /// without their fixed per-call costs; not the gemm crate.
+    /// transform grid the tiler's to align), the vectorised direct convolution and
+    /// `Gemm1x1`'s transposed form (all on the engine's microkernels), chosen without their
+    /// fixed per-call costs; not the gemm crate.
     SizeIndependent,
 }
 

@@ -4,6 +4,8 @@
 mod candle_conv;
 pub mod direct;
 mod gemm1x1;
+mod gemm1x1_transposed;
+mod panel_gemm;
 mod rates;
 mod winograd;
 
@@ -213,7 +215,10 @@ impl AlgorithmCatalog for CpuCatalog {
                 Algorithm::Winograd,
                 Algorithm::Direct,
             ],
-            ConvRounding::SizeIndependent => vec![Algorithm::ImplicitGemm, Algorithm::Winograd, Algorithm::Direct],
+            // Gemm1x1 only in its transposed form, which runs the engine's microkernel.
+            ConvRounding::SizeIndependent => {
+                vec![Algorithm::ImplicitGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
+            }
         }
     }
 
@@ -238,6 +243,11 @@ impl AlgorithmCatalog for CpuCatalog {
             }
             CpuKernel::Direct => Some(self.direct_vectorised_bytes(problem, chunk, limit).unwrap_or(0)),
             CpuKernel::CandleIm2col => candle_conv::workspace_bytes(problem, chunk, self.threads),
+            CpuKernel::Gemm1x1 if problem.geometry().kind == ConvKind::Transposed => {
+                gemm1x1_transposed::workspace_bytes(problem, self.threads)
+            }
+            // The gemm crate's rounding may depend on the sizes it is given.
+            CpuKernel::Gemm1x1 if self.rounding == ConvRounding::SizeIndependent => None,
             CpuKernel::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
             CpuKernel::Winograd(tile, mk) => {
                 self.winograd_plan(tile, mk, problem, chunk, limit).map(|p| p.workspace_bytes())
@@ -379,11 +389,8 @@ impl CpuConv {
         match plan.kernel() {
             // Row chunks are strided operands, which the crate packs into a buffer of its
             // own per call (measured: the whole figure, on top of what is live).
-            // The transposed form meters its own scratch; the crate's part is its slab and
-            // the packing of one input row per worker.
-            CpuKernel::Gemm1x1 if plan.problem().geometry().kind == ConvKind::Transposed => {
-                gemm1x1::transposed_crate_bytes(plan.problem(), threads).unwrap_or(0)
-            }
+            // The transposed form runs the engine's own microkernel, its scratch metered.
+            CpuKernel::Gemm1x1 if plan.problem().geometry().kind == ConvKind::Transposed => 0,
             CpuKernel::Gemm1x1 if plan.chunk_count() == 1 => plan.workspace_bytes(),
             CpuKernel::CandleIm2col => plan
                 .chunks()
@@ -648,10 +655,9 @@ impl CpuConv {
                 CpuKernel::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
                 CpuKernel::Gemm1x1 if gc.kind == ConvKind::Transposed => {
                     let threads = catalog.threads;
-                    let floats = gemm1x1::transposed_scratch_floats(&gc, std::mem::size_of::<T>(), threads);
-                    let mut ws = self.meter.alloc_f32(floats)?;
-                    let (rows, ep) = (chunk.rows.clone(), &chunk_epilogue);
-                    gemm1x1::run_transposed(&gc, xs, w, b, ep, os, rows, threads, &mut ws)?
+                    let mut ws = self.meter.alloc_f32(gemm1x1_transposed::scratch_floats(&gc, threads))?;
+                    let (rows, ep, mk) = (chunk.rows.clone(), &chunk_epilogue, catalog.kernel.narrow());
+                    gemm1x1_transposed::run(mk, &gc, xs, w, b, ep, os, rows, threads, &mut ws)?
                 }
                 CpuKernel::Gemm1x1 => {
                     gemm1x1::run(&gc, xs, w, b, &chunk_epilogue, os, chunk.rows.clone(), catalog.threads)?

@@ -35,6 +35,7 @@
 mod lanes;
 mod transforms;
 
+use super::panel_gemm;
 use crate::dispatch::Chunk;
 use crate::problem::ConvProblem;
 use implicit_gemm::cpu::{Element, MR, MicroKernel, NR};
@@ -82,11 +83,6 @@ impl std::fmt::Display for WinogradTile {
     }
 }
 
-/// Reduction rows per microkernel call: a `KC × 16` input panel (16 KiB) stays in L1.
-const KC: usize = 256;
-/// Output channels per GEMM job (a multiple of [`MR`]): a `MC × KC` block of transformed
-/// weights (144 KiB) stays in L2 while it sweeps the block's tile panels.
-const MC: usize = 144;
 /// Preferred bytes of one block's transformed input and output (a worker's, in its core's
 /// L2 where the channels allow).
 const TARGET_BLOCK_BYTES: usize = 1 << 20;
@@ -485,35 +481,19 @@ impl WinogradPlan {
         let c_n = self.geom.in_channels;
         let ldc = elements * NR;
         let (u_e, v_e) = (self.m_pad * c_n, self.panels * c_n * NR);
-        let m_panels = self.m_pad / MR;
-        let mc_panels = MC / MR;
-        let m_blocks = m_panels.div_ceil(mc_panels);
+        assert!(m.len() >= npanels * self.m_pad * ldc, "GEMM output too small");
         let m_ptr = SharedMut(m.as_mut_ptr());
-        let kernel = self.kernel;
-        (0..elements * m_blocks).for_each(|job| {
-            let (e, mb) = (job / m_blocks, job % m_blocks);
+        for e in 0..elements {
             let (u, v) = (&u[e * u_e..][..u_e], &v[e * v_e..][..v_e]);
-            let panels_m = mb * mc_panels..((mb + 1) * mc_panels).min(m_panels);
-            let mut kb = 0;
-            while kb < c_n {
-                let kcb = KC.min(c_n - kb);
-                for jp in 0..npanels {
-                    let b = v[jp * c_n * NR + kb * NR..].as_ptr();
-                    for ir in panels_m.clone() {
-                        let a = u[ir * c_n * MR + kb * MR..].as_ptr();
-                        // SAFETY: the panels hold kcb·6 and kcb·16 floats from these
-                        // offsets; the 6×16 C tile (rows k = 6·ir.. of panel jp, element e)
-                        // lies in the block's M (panels · m_pad · E · 16 floats) and belongs
-                        // to this job alone; the kernel was checked in `run`.
-                        unsafe {
-                            let c = m_ptr.ptr().add((jp * self.m_pad + ir * MR) * ldc + e * NR);
-                            kernel.run(kcb, a, b, c, ldc, kb > 0);
-                        }
-                    }
-                }
-                kb += kcb;
-            }
-        });
+            // SAFETY: the 6×16 tile (rows k = 6·ir.. of panel jp, element e) lies in the
+            // block's M (npanels · m_pad · E · 16 floats, asserted) and is written by this
+            // call alone; the kernel was checked in `run`.
+            unsafe {
+                panel_gemm::gemm(self.kernel, c_n, u, self.m_pad / MR, v, npanels, ldc, |ir, jp| {
+                    m_ptr.ptr().add((jp * self.m_pad + ir * MR) * ldc + e * NR)
+                })
+            };
+        }
     }
 
     /// Inverse transform of the block's tiles, plus bias, through the epilogue, narrowed into
