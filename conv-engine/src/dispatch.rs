@@ -78,7 +78,7 @@ impl Algorithm {
                 "ungrouped, equal stride and dilation on both axes, not bf16 on the CPU; transposed ones whole (no row chunks) with uniform padding"
             }
             Algorithm::Gemm1x1 => {
-                "a forward 1x1 convolution with stride 1 and no padding, or on the CPU a transposed one whose kernel equals its stride (no padding, dilation or groups); not bf16 on the CPU"
+                "a forward 1x1 convolution with stride 1 and no padding (not bf16 on the CPU), or on the CPU an ungrouped transposed convolution (each tap a 1x1 GEMM, summed into the output)"
             }
             Algorithm::Miopen => "a ROCm device built with the `miopen` feature",
             Algorithm::Winograd => "a forward 3x3 convolution with stride 1, dilation 1 and no groups",

@@ -270,6 +270,10 @@ impl AlgorithmCatalog for CpuCatalog {
         // shape factor on top.)
         match *kernel {
             CpuKernel::ImplicitGemm(mk) => per_thread *= gemm_shape_efficiency(m, mk.mr(), c * g.taps()),
+            // The transposed form's GEMM has a row per (tap, output channel).
+            CpuKernel::Gemm1x1 if g.kind == ConvKind::Transposed => {
+                per_thread *= gemm_shape_efficiency(m * g.taps(), 6, c)
+            }
             CpuKernel::Gemm1x1 => per_thread *= gemm_shape_efficiency(m, 16, c),
             CpuKernel::Direct if direct::vectorises(&chunk_geometry(problem, chunk), self.kernel) => {
                 per_thread = direct_vectorised_gflops_per_thread(problem.dtype())
