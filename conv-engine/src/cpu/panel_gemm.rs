@@ -23,6 +23,7 @@ pub(super) const MC: usize = 144;
 /// `kernel` is supported by this CPU; for every `ir < m_panels`, `jp < n_panels`,
 /// `c(ir, jp)` addresses a 6×16 tile with row stride `ldc` that nothing else reads or
 /// writes meanwhile.
+#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn gemm(
     kernel: MicroKernel,
     k: usize,

@@ -139,10 +139,10 @@ pub(super) fn input_tile_lanes<const N: usize, const E: usize>(
             }
         }
     }
-    for r in 0..N {
+    for (r, cols_r) in cols.iter().enumerate() {
         let mut row = [[0f32; NR]; N];
         for j in 0..NR {
-            let v = bt(std::array::from_fn::<f32, N, _>(|s| cols[r][s][j]));
+            let v = bt(std::array::from_fn::<f32, N, _>(|s| cols_r[s][j]));
             for s in 0..N {
                 row[s][j] = v[s];
             }
