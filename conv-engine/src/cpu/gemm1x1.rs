@@ -61,29 +61,9 @@ pub(super) fn run<T: Element>(
     rows: std::ops::Range<usize>,
     threads: usize,
 ) -> Result<(), ConvError> {
-    if !geometry_fits(g) {
-        return Err(ConvError::AlgorithmUnsupported {
-            problem: format!("{g:?}"),
-            algorithm: "Gemm1x1",
-            chunking: None,
-            requires: crate::dispatch::Algorithm::Gemm1x1.requirements(),
-        });
-    }
+    super::check_executor_args(geometry_fits(g), g, &rows, x, w, bias, epilogue.residual, out)?;
     let [h, wd] = g.in_size;
     let [p, q] = g.out_hw();
-    if rows.end > p || rows.start > rows.end {
-        return Err(ConvError::Parameter {
-            op: "conv",
-            param: "output rows",
-            value: format!("{rows:?} of {p}"),
-            reason: "Gemm1x1 runs rows inside the output",
-        });
-    }
-    super::check_len("input", Some(x.len()), g.input_len())?;
-    super::check_len("weight", Some(w.len()), g.weight_len())?;
-    super::check_len("output", Some(out.len()), g.output_len())?;
-    super::check_len("bias", bias.map(<[T]>::len), g.out_channels)?;
-    super::check_len("residual", epilogue.residual.map(<[T]>::len), g.output_len())?;
     let (m, k) = (g.out_channels_per_group(), g.in_channels_per_group());
     let pixels = rows.len() * q;
     let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };

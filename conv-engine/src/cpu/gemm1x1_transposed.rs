@@ -94,32 +94,12 @@ pub(super) fn run<T: Element>(
     threads: usize,
     scratch: &mut [f32],
 ) -> Result<(), ConvError> {
-    if !fits(g) {
-        return Err(ConvError::AlgorithmUnsupported {
-            problem: format!("{g:?}"),
-            algorithm: "Gemm1x1",
-            chunking: None,
-            requires: crate::dispatch::Algorithm::Gemm1x1.requirements(),
-        });
-    }
+    super::check_executor_args(fits(g), g, &rows, x, w, bias, epilogue.residual, out)?;
     assert!(kernel.is_narrow() && kernel.is_supported(), "{kernel:?}: a supported 6x16 microkernel");
     let [h, wd] = g.in_size;
     let [p, q] = g.out_hw();
     let [sh, sw] = g.stride;
     let (c_n, k_n, taps) = (g.in_channels, g.out_channels, g.taps());
-    if rows.end > p || rows.start > rows.end {
-        return Err(ConvError::Parameter {
-            op: "conv_transpose",
-            param: "output rows",
-            value: format!("{rows:?} of {p}"),
-            reason: "Gemm1x1 runs rows inside the output",
-        });
-    }
-    super::check_len("input", Some(x.len()), g.input_len())?;
-    super::check_len("weight", Some(w.len()), g.weight_len())?;
-    super::check_len("output", Some(out.len()), g.output_len())?;
-    super::check_len("bias", bias.map(<[T]>::len), k_n)?;
-    super::check_len("residual", epilogue.residual.map(<[T]>::len), g.output_len())?;
     let threads = threads.max(1);
     let need = scratch_floats(g, threads);
     if scratch.len() < need {
@@ -386,6 +366,41 @@ mod tests {
                 check::<bf16>(kernel, &g, &mut rng, act, i % 2 == 0, 1e-2);
             }
         }
+    }
+
+    /// Refused before any unsafe GEMM: a grouped layer, rows past the output, a short
+    /// input, a short scratch.
+    #[test]
+    fn refuses_what_it_does_not_run_before_the_gemm() {
+        let mut g = ConvGeometry {
+            kind: ConvKind::Transposed,
+            batch: 1,
+            in_channels: 4,
+            in_size: [3, 5],
+            out_channels: 2,
+            kernel: [2, 2],
+            stride: [2, 2],
+            pad_begin: [0, 0],
+            pad_end: [0, 0],
+            dilation: [1, 1],
+            output_padding: [0, 0],
+            groups: 1,
+        };
+        let kernel = MicroKernel::detect().narrow();
+        let ep = Epilogue::default();
+        let (x, w, mut out) = (vec![1f32; g.input_len()], vec![1f32; g.weight_len()], vec![0f32; g.output_len()]);
+        let mut scratch = vec![0f32; scratch_floats(&g, 2)];
+        let e = run(kernel, &g, &x, &w, None, &ep, &mut out, 0..7, 2, &mut scratch).unwrap_err();
+        assert!(matches!(e, ConvError::Parameter { param: "output rows", .. }), "{e:?}");
+        let e = run(kernel, &g, &x[1..], &w, None, &ep, &mut out, 0..6, 2, &mut scratch).unwrap_err();
+        assert!(matches!(e, ConvError::BufferLength { what: "input", .. }), "{e:?}");
+        let e = run(kernel, &g, &x, &w, None, &ep, &mut out, 0..6, 2, &mut scratch[1..]).unwrap_err();
+        assert!(matches!(e, ConvError::BufferLength { what: "scratch", .. }), "{e:?}");
+        run(kernel, &g, &x, &w, None, &ep, &mut out, 0..6, 2, &mut scratch).unwrap();
+        assert!(out.iter().all(|&v| v == 4.0), "every output is one tap over 4 channels of ones");
+        g.groups = 2;
+        let e = run(kernel, &g, &x, &w, None, &ep, &mut out, 0..6, 2, &mut scratch).unwrap_err();
+        assert!(matches!(e, ConvError::AlgorithmUnsupported { algorithm: "Gemm1x1", .. }), "{e:?}");
     }
 
     /// An output's bits do not depend on the image's size: a crop of the input gives the
