@@ -3,6 +3,7 @@
 //! against. [`direct_vectorised`] is its SIMD form for forward convolutions with unit
 //! stride along the width, the fast path for layers with few output channels.
 
+use super::workers::{SharedMut, run_on_workers};
 #[cfg(target_arch = "x86_64")]
 use implicit_gemm::cpu::simd::F32Vector;
 use implicit_gemm::cpu::{Element, MicroKernel};
@@ -193,7 +194,7 @@ pub fn direct_vectorised<T: Element>(
         w: wf,
         bias: bias_f32,
         epilogue,
-        out: SharedOut(output.as_mut_ptr()),
+        out: SharedMut(output.as_mut_ptr()),
     };
     let nrows = rows.len();
     // Units are bands of consecutive rows: where a row is not a whole number of cache lines,
@@ -224,32 +225,8 @@ pub fn direct_vectorised<T: Element>(
             let _ = (&cx, n, op, &slot);
         }
     };
-    let workers = threads.clamp(1, units.max(1));
-    let slot_len = staging_floats(g);
-    if workers == 1 {
-        work(&mut staging[..slot_len]);
-    } else {
-        rayon::scope(|sc| {
-            for slot in staging.chunks_exact_mut(slot_len).take(workers) {
-                let work = &work;
-                sc.spawn(move |_| work(slot));
-            }
-        });
-    }
+    run_on_workers(staging, staging_floats(g), threads.clamp(1, units.max(1)), work);
     true
-}
-
-/// The output pointer, shared by workers that write disjoint rows.
-#[derive(Clone, Copy)]
-pub(super) struct SharedOut<T>(pub(super) *mut T);
-unsafe impl<T: Send> Send for SharedOut<T> {}
-unsafe impl<T: Send> Sync for SharedOut<T> {}
-
-impl<T> SharedOut<T> {
-    /// By value, so closures capture the wrapper (Send + Sync), not the raw pointer.
-    pub(super) fn ptr(self) -> *mut T {
-        self.0
-    }
 }
 
 struct Ctx<'a, T> {
@@ -260,7 +237,7 @@ struct Ctx<'a, T> {
     w: &'a [f32],
     bias: &'a [f32],
     epilogue: &'a Epilogue<&'a [T]>,
-    out: SharedOut<T>,
+    out: SharedMut<T>,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -426,7 +403,7 @@ unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize, cons
         for (i, row) in acc.iter().enumerate() {
             unsafe {
                 let bv = V::splat(&cx.bias[k0 + i]);
-                let dst = cx.out.0.add(start(k0 + i)) as *mut f32;
+                let dst = cx.out.ptr().add(start(k0 + i)) as *mut f32;
                 for (j, v) in row.iter().enumerate() {
                     // SAFETY: T is f32; the strip's pixels are this unit's alone.
                     V::store(dst.add(j * V::LANES), V::add(*v, bv));
@@ -437,7 +414,7 @@ unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize, cons
             for i in 0..MB {
                 let at = start(k0 + i);
                 // SAFETY: as above; `width` pixels of this unit's row, T is f32.
-                let out = unsafe { std::slice::from_raw_parts_mut(cx.out.0.add(at) as *mut f32, width) };
+                let out = unsafe { std::slice::from_raw_parts_mut(cx.out.ptr().add(at) as *mut f32, width) };
                 let res = cx.epilogue.residual.map(|r| r[at..at + width].iter().map(|x| x.to_f32()));
                 cx.epilogue.apply_row(out, res);
             }
@@ -453,7 +430,7 @@ unsafe fn strip<T: Element, V: F32Vector, const MB: usize, const NV: usize, cons
         }
         let bv = cx.bias[k];
         // SAFETY: pixels oq0..oq0 + valid of row op of plane (n, k) are this unit's alone.
-        let dst = unsafe { std::slice::from_raw_parts_mut(cx.out.0.add(start), valid) };
+        let dst = unsafe { std::slice::from_raw_parts_mut(cx.out.ptr().add(start), valid) };
         let acc = &mut lanes[..valid];
         acc.iter_mut().for_each(|v| *v += bv);
         if !cx.epilogue.is_plain() {

@@ -2,8 +2,8 @@
 //! `Out[K/g, pixels] = W[K/g, C/g] × X[C/g, pixels]` over the tensors in place — the gemm
 //! crate reads the input and writes the output through strides, no copy of ours.
 //!
-//! Its transposed form, a deconvolution whose kernel equals its stride, is in
-//! [`super::gemm1x1_transposed`].
+//! Its transposed form, one GEMM over every tap of a transposed convolution on the
+//! engine's own microkernel, is in [`super::gemm1x1_transposed`].
 
 use crate::dispatch::Chunk;
 use crate::error::ConvError;

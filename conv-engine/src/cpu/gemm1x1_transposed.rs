@@ -19,6 +19,7 @@
 //! needs).
 
 use super::panel_gemm;
+use super::workers::{SharedMut, run_on_workers};
 use crate::error::ConvError;
 use crate::problem::ConvProblem;
 use implicit_gemm::cpu::{Element, MR, MicroKernel, NR};
@@ -131,7 +132,7 @@ pub(super) fn run<T: Element>(
     let band = band_rows(g) * sh;
     let max_cols = (band_input_rows(g) * wd).next_multiple_of(NR);
     let slot_floats = (c_n + m_pad) * max_cols + q;
-    let out_ptr = super::direct::SharedOut(out.as_mut_ptr());
+    let out_ptr = SharedMut(out.as_mut_ptr());
     let bands = rows.len().div_ceil(band);
     let units = g.batch * bands;
     let next = AtomicUsize::new(0);
@@ -240,17 +241,7 @@ pub(super) fn run<T: Element>(
             }
         }
     };
-    let workers = threads.min(units.max(1));
-    if workers == 1 {
-        work(&mut per_worker[..slot_floats]);
-    } else {
-        rayon::scope(|sc| {
-            for slot in per_worker.chunks_exact_mut(slot_floats).take(workers) {
-                let work = &work;
-                sc.spawn(move |_| work(slot));
-            }
-        });
-    }
+    run_on_workers(per_worker, slot_floats, threads.min(units.max(1)), work);
     Ok(())
 }
 

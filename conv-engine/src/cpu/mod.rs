@@ -9,6 +9,7 @@ mod gemm1x1_transposed;
 mod panel_gemm;
 mod rates;
 mod winograd;
+mod workers;
 
 pub use winograd::{WINOGRAD_GRID, WinogradTile};
 
@@ -70,8 +71,9 @@ impl std::fmt::Display for CpuKernel {
 pub type CpuPlan = Plan<CpuKernel>;
 
 /// The CPU's algorithms: `ImplicitGemm`, `Im2colGemm` (candle's own conv), `Gemm1x1` (the
-/// gemm crate over the input in place), `Winograd` (F(4x4, 3x3) or F(2x2, 3x3) for 3x3
-/// stride-1 convs) and `Direct`.
+/// gemm crate over the input in place; for transposed convs, one GEMM over every tap on the
+/// engine's microkernel), `Winograd` (F(4x4, 3x3) or F(2x2, 3x3) for 3x3 stride-1 convs)
+/// and `Direct`.
 #[derive(Clone, Debug)]
 pub struct CpuCatalog {
     threads: usize,
@@ -393,10 +395,10 @@ impl CpuConv {
     pub fn gemm_crate_bytes(&self, plan: &CpuPlan) -> usize {
         let threads = self.dispatcher.catalog().threads;
         match plan.kernel() {
-            // Row chunks are strided operands, which the crate packs into a buffer of its
-            // own per call (measured: the whole figure, on top of what is live).
             // The transposed form runs the engine's own microkernel, its scratch metered.
             CpuKernel::Gemm1x1 if plan.problem().geometry().kind == ConvKind::Transposed => 0,
+            // Row chunks are strided operands, which the crate packs into a buffer of its
+            // own per call (measured: the whole figure, on top of what is live).
             CpuKernel::Gemm1x1 if plan.chunk_count() == 1 => plan.workspace_bytes(),
             CpuKernel::CandleIm2col => plan
                 .chunks()

@@ -36,6 +36,7 @@ mod lanes;
 mod transforms;
 
 use super::panel_gemm;
+use super::workers::SharedMut;
 use crate::dispatch::Chunk;
 use crate::problem::ConvProblem;
 use implicit_gemm::cpu::{Element, MR, MicroKernel, NR};
@@ -598,18 +599,5 @@ impl WinogradPlan {
         let (n, rem) = (t / per_image, t % per_image);
         let m = self.tile.output();
         ((self.tile_rows.start + rem / self.tiles_w) * m, (rem % self.tiles_w) * m, n)
-    }
-}
-
-/// Raw pointer shared by jobs that write disjoint elements.
-#[derive(Clone, Copy)]
-struct SharedMut<T>(*mut T);
-unsafe impl<T: Send> Send for SharedMut<T> {}
-unsafe impl<T: Send> Sync for SharedMut<T> {}
-
-impl<T> SharedMut<T> {
-    /// By value, so closures capture the wrapper (Send + Sync), not the raw pointer.
-    fn ptr(self) -> *mut T {
-        self.0
     }
 }
