@@ -1,27 +1,70 @@
 #!/usr/bin/env bash
-# rocm-chroot.sh: build (or reuse) a Debian unstable chroot that carries the ROCm 6.4
+# rocm-chroot.sh: build (or reuse) a Debian chroot that carries a ROCm toolchain's
 # development packages, and run commands inside it. See --help.
 #
 # Why a chroot: the ROCm toolchain tier of DESIGN.md needs the real hipcc/clang, HIP
 # headers, libamdhip64, hiprtc, rocBLAS and MIOpen. Debian packages them only in
-# unstable, and the host is bookworm, so they live in their own root filesystem.
+# unstable (ROCm 6.4) and experimental (ROCm 7.2.4), and the host is bookworm, so they live
+# in their own root filesystems, one per ROCm version (--rocm).
 #
 # Mounts are made inside a private mount namespace (unshare -m), so they vanish when the
 # command ends, whatever way it ends, and concurrent `run` calls never unmount each
 # other's /proc or /dev.
 set -euo pipefail
 
-ROOT="${ROCM_CHROOT:-/opt/rocm-vision/chroot}"
+# The ROCm version: --rocm VERSION before the command, else $ROCM_CHROOT_ROCM, else 6.4.
+ROCM_VERSION="${ROCM_CHROOT_ROCM:-6.4}"
+if [[ ${1:-} == --rocm ]]; then
+    [[ $# -ge 2 ]] || { echo "rocm-chroot: error: --rocm needs a version (6.4 or 7.2)" >&2; exit 1; }
+    ROCM_VERSION=$2
+    shift 2
+elif [[ ${1:-} == --rocm=* ]]; then
+    ROCM_VERSION=${1#--rocm=}
+    shift
+fi
+
+# Per version: the default root, the packages, and (7.2) the experimental pin.
+# build-essential gives gcc for the smoke programs (hipcc also uses the host's libstdc++).
+EXPERIMENTAL_PIN=""
+case $ROCM_VERSION in
+    6.4)
+        # Debian unstable. hipcc brings clang/lld and the device libraries, libamdhip64-dev
+        # the HIP headers, hipconfig and libamdhip64, libhiprtc-builtins / libhiprtc the
+        # run-time compiler; rocBLAS and MIOpen for the library paths of the backend.
+        # The root and the package list (hence the stamp's first line) are what they were
+        # before --rocm existed, so a chroot built then is reused as it is.
+        DEFAULT_ROOT=/opt/rocm-vision/chroot
+        PACKAGES=(hipcc libamdhip64-dev librocblas-dev libmiopen-dev build-essential ca-certificates)
+        INFO_PACKAGES="hipcc clang-21 libamdhip64-dev libamdhip64-6 libhiprtc6 libhiprtc-builtins6 librocblas-dev librocblas4 libmiopen-dev libmiopen1"
+        ;;
+    7.2 | 7.2.4)
+        ROCM_VERSION=7.2
+        # Debian unstable plus experimental, with experimental pinned for the ROCm packages
+        # only (everything else, clang-22 and glibc included, stays unstable's). The four
+        # versions are the ones checked against experimental on 2026-12-06 (issue 27); they
+        # are named exactly so that a newer upload cannot change the toolchain unseen.
+        DEFAULT_ROOT=/opt/rocm-vision/chroot-rocm7
+        PACKAGES=(hipcc=7.2.4+dfsg-1~exp1 libamdhip64-dev=7.2.4-1~exp2 librocblas-dev=7.2.4-1~exp1
+            libmiopen-dev=7.2.4+dfsg-1 build-essential ca-certificates)
+        INFO_PACKAGES="hipcc clang-22 libamdhip64-dev libamdhip64-7 libhiprtc7 libhiprtc-builtins7 librocblas-dev librocblas5 libmiopen-dev libmiopen1 libamd-comgr3 libhsa-runtime64-1 rocm-device-libs-22"
+        # The binary packages of the ROCm source packages hipcc, libamdhip64-dev, rocBLAS and
+        # MIOpen 7.2.4 need from experimental (found with apt-get -s against experimental,
+        # 2026-12-06): the HIP runtime and hiprtc, comgr, the HSA runtime, the device
+        # libraries, roctx, rocBLAS and MIOpen, and their siblings in the ROCm stack.
+        EXPERIMENTAL_PIN="hipcc libamdhip64* libhiprtc* librocblas* libmiopen* rocm-* libamd-comgr* libhsa* libroctx64* libroctracer* librocrand* libhiprand* libhipblas* libhipblaslt* librocsolver* librocsparse* libhipsparse* librocprim* libhipcub* rocminfo librocm*"
+        ;;
+    *)
+        echo "rocm-chroot: error: unknown ROCm version '$ROCM_VERSION' (this script builds 6.4 or 7.2)" >&2
+        exit 1
+        ;;
+esac
+
+ROOT="${ROCM_CHROOT:-$DEFAULT_ROOT}"
 SUITE="${ROCM_CHROOT_SUITE:-unstable}"
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 STAMP="$ROOT/.rocm-vision-complete"
 BOOT_STAMP="$ROOT/.rocm-vision-debootstrap"
 
-# The ROCm packages we need. hipcc brings clang/lld and the device libraries,
-# libamdhip64-dev the HIP headers, hipconfig and libamdhip64, libhiprtc-builtins /
-# libhiprtc the run-time compiler; rocBLAS and MIOpen for the library paths of the backend.
-# build-essential gives gcc for the smoke programs (hipcc also uses the host's libstdc++).
-PACKAGES=(hipcc libamdhip64-dev librocblas-dev libmiopen-dev build-essential ca-certificates)
 # Extra packages can be asked for without editing the script.
 if [[ -n "${ROCM_CHROOT_EXTRA_PACKAGES:-}" ]]; then
     read -r -a _extra <<<"$ROCM_CHROOT_EXTRA_PACKAGES"
@@ -35,16 +78,24 @@ log() { echo "rocm-chroot: $*" >&2; }
 usage() {
     cat <<EOF
 Usage:
-  scripts/rocm-chroot.sh [build]          build the ROCm chroot, or reuse it if complete
-  scripts/rocm-chroot.sh info             print the toolchain versions and library paths
-  scripts/rocm-chroot.sh run -- CMD...    run CMD inside the chroot
-  scripts/rocm-chroot.sh hipconfig ARGS   run the chroot's real hipconfig (stdout only)
+  scripts/rocm-chroot.sh [--rocm V] [build]        build the ROCm chroot, or reuse it if complete
+  scripts/rocm-chroot.sh [--rocm V] info           print the toolchain versions and library paths
+  scripts/rocm-chroot.sh [--rocm V] run -- CMD...  run CMD inside the chroot
+  scripts/rocm-chroot.sh [--rocm V] hipconfig ARGS run the chroot's real hipconfig (stdout only)
   scripts/rocm-chroot.sh --help
 
-The chroot is a Debian $SUITE root filesystem at \$ROCM_CHROOT
+--rocm (or \$ROCM_CHROOT_ROCM) picks the toolchain, one chroot each:
+  6.4 (default)  Debian unstable: hipcc 7.0.2 (clang 21), HIP 6.4, rocBLAS 4, MIOpen 6.4;
+                 root /opt/rocm-vision/chroot
+  7.2            Debian unstable + experimental pinned to the ROCm packages only: hipcc
+                 7.2.4 (clang 22), HIP 7.2, rocBLAS 5, MIOpen 7.2; root /opt/rocm-vision/chroot-rocm7
+
+This one ($ROCM_VERSION) is a Debian $SUITE root filesystem at \$ROCM_CHROOT
 (now: $ROOT) with these packages and their dependencies:
-  ${PACKAGES[*]}
-It takes about 3 minutes and 5.4 GB to build. Building is idempotent: a complete chroot
+  ${PACKAGES[*]}${EXPERIMENTAL_PIN:+
+from experimental (apt pin 990; every other package of experimental pinned to 1):
+  $EXPERIMENTAL_PIN}
+It takes about 3 minutes and 5.4 GB to build (6 GB for 7.2). Building is idempotent: a complete chroot
 carries the stamp file $STAMP (holding the package list) and is reused
 as it is; delete that file to force the package step again.
 
@@ -64,8 +115,8 @@ chroot's system directories appended.
 hipconfig: for builds on the host that ask hipconfig (cubecl-hip-sys's build script reads
 \`hipconfig --version\`), scripts/hipconfig is a wrapper that calls this.
 
-Environment: ROCM_CHROOT, ROCM_CHROOT_MIRROR, ROCM_CHROOT_BINDS,
-ROCM_CHROOT_EXTRA_PACKAGES, ROCM_CHROOT_SUITE (default unstable).
+Environment: ROCM_CHROOT_ROCM (6.4 or 7.2), ROCM_CHROOT (the root), ROCM_CHROOT_MIRROR,
+ROCM_CHROOT_BINDS, ROCM_CHROOT_EXTRA_PACKAGES, ROCM_CHROOT_SUITE (default unstable).
 Must run as root (debootstrap, chroot and mount need it).
 EOF
 }
@@ -210,6 +261,22 @@ build() {
     # apt inside: the same mirror; never reject a Release file for its age.
     echo "deb $mirror $SUITE main" >"$ROOT/etc/apt/sources.list"
     rm -f "$ROOT/etc/apt/sources.list.d/"*.sources 2>/dev/null || true
+    rm -f "$ROOT/etc/apt/preferences.d/rocm-vision-experimental"
+    if [[ -n $EXPERIMENTAL_PIN ]]; then
+        # experimental at priority 1 (never chosen on its own), the ROCm packages at 990
+        # (chosen over unstable's): ROCm 7.2 from experimental, everything else unstable.
+        echo "deb $mirror experimental main" >>"$ROOT/etc/apt/sources.list"
+        mkdir -p "$ROOT/etc/apt/preferences.d"
+        cat >"$ROOT/etc/apt/preferences.d/rocm-vision-experimental" <<EOF
+Package: *
+Pin: release a=experimental
+Pin-Priority: 1
+
+Package: $EXPERIMENTAL_PIN
+Pin: release a=experimental
+Pin-Priority: 990
+EOF
+    fi
     cat >"$ROOT/etc/apt/apt.conf.d/99rocm-vision" <<'EOF'
 Acquire::Check-Valid-Until "false";
 APT::Install-Recommends "false";
@@ -223,6 +290,30 @@ EOF
     # Check that what the tier needs is really there before stamping the chroot complete.
     in_chroot sh -c 'command -v hipcc >/dev/null && command -v hipconfig >/dev/null' ||
         die "hipcc or hipconfig missing after the install"
+    if [[ -n $EXPERIMENTAL_PIN ]]; then
+        # The pin is the whole point of this chroot: check that the ROCm packages did come
+        # from experimental and that nothing outside the pin did.
+        local from_exp outside p g ok want got
+        from_exp=$(in_chroot sh -c 'apt list --installed 2>/dev/null | grep "/[a-z,]*experimental" | cut -d/ -f1')
+        [[ -n $from_exp ]] || die "no package was installed from experimental (is experimental in $ROOT/etc/apt/sources.list?)"
+        local pins
+        # The pins are globs for apt, split here without expanding them as file names.
+        read -r -a pins <<<"$EXPERIMENTAL_PIN"
+        outside=$(for p in $from_exp; do
+            ok=0
+            for g in "${pins[@]}"; do
+                # shellcheck disable=SC2053 # $g is a glob on purpose
+                [[ $p == $g ]] && ok=1
+            done
+            [[ $ok -eq 1 ]] || echo "$p"
+        done)
+        [[ -z $outside ]] || die "packages outside the pin came from experimental: $outside"
+        for want in "${PACKAGES[@]}"; do
+            [[ $want == *=* ]] || continue
+            got=$(in_chroot dpkg-query -W -f '${Version}' "${want%%=*}" 2>/dev/null || true)
+            [[ $got == "${want#*=}" ]] || die "${want%%=*}: installed $got, wanted ${want#*=}"
+        done
+    fi
     {
         echo "packages: ${PACKAGES[*]}"
         echo "mirror: $mirror"
@@ -236,7 +327,7 @@ info() {
     need_root
     [[ -f $STAMP ]] || die "no complete chroot at $ROOT; run: $0 build"
     in_chroot sh -c '
-        echo "chroot:          '"$ROOT"' ($(du -sh --one-file-system / 2>/dev/null | cut -f1))"
+        echo "chroot:          '"$ROOT"' (ROCm '"$ROCM_VERSION"', $(du -sh --one-file-system / 2>/dev/null | cut -f1))"
         echo "$(sed -n 2,3p /.rocm-vision-complete)"
         echo "hipconfig --version: $(hipconfig --version)"
         echo "hipconfig --platform: $(hipconfig --platform 2>/dev/null)"
@@ -252,8 +343,9 @@ info() {
             echo "header $h: ${p:-NOT FOUND}"
         done
         echo "packages:"
-        dpkg-query -W -f "    \${Package} \${Version}\n" hipcc clang-21 libamdhip64-dev libamdhip64-6 libhiprtc6 libhiprtc-builtins6 \
-            librocblas-dev librocblas4 libmiopen-dev libmiopen1 2>/dev/null || true
+        dpkg-query -W -f "    \${Package} \${Version}\n" '"$INFO_PACKAGES"' 2>/dev/null || true
+        n=$(apt list --installed 2>/dev/null | grep -c "/[a-z,]*experimental" || true)
+        echo "installed from experimental: $n package(s)"
     '
 }
 
