@@ -7,7 +7,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 ARCHS_DEFAULT="gfx1030 gfx1100 gfx1101 gfx1151 gfx1200 gfx1201 gfx90a gfx942"
 archs=$ARCHS_DEFAULT
-out="docs/measurements/kernel-resources.md"
+out=""
+rocm="${ROCM_CHROOT_ROCM:-6.4}"
+compare=()
 jobs=$(nproc 2>/dev/null || echo 2)
 sources=""
 keep=""
@@ -15,23 +17,32 @@ LDS_LIMIT=65536
 
 usage() {
     cat <<EOF
-Usage: scripts/kernel-check.sh [--out PATH] [--archs "gfxA gfxB ..."] [--jobs N]
+Usage: scripts/kernel-check.sh [--rocm 6.4|7.2] [--out PATH] [--archs "gfxA gfxB ..."] [--jobs N]
                                [--sources "a.hip b.hip"] [--keep DIR] [--no-write]
+       scripts/kernel-check.sh --compare A.md B.md [--out PATH]
 
 Compiles every kernels/src/*.hip (its headers prelude.h and mma.h found through -I kernels/src)
-with the ROCm chroot's hipcc (scripts/rocm-chroot.sh run), once per source and architecture, as
+with the hipcc of the ROCm chroot of --rocm (scripts/rocm-chroot.sh --rocm V run; default
+\$ROCM_CHROOT_ROCM, else 6.4), once per source and architecture, as
   hipcc -x hip --offload-arch=<arch> -O3 --cuda-device-only -c
         -Rpass-analysis=kernel-resource-usage
 and turns the compiler's resource remarks into a table, kernel x arch: VGPRs (+AGPRs on
 CDNA), SGPRs, occupancy (waves per SIMD), VGPR/SGPR spills, LDS bytes, scratch bytes.
 
 Prints a summary and the table, writes the table as markdown (with date, machine, command
-and toolchain at the top) to --out (default $out, relative to the
+and toolchain at the top) to --out (default docs/measurements/kernel-resources.md for 6.4,
+docs/measurements/kernel-resources-rocm7.2.md for 7.2, relative to the
 repository root; --no-write to skip), and exits non-zero on any compile error, any spill,
 LDS over 64 KiB, or a kernel listed in a source's instantiation lines that the compiler did
 not emit for some architecture.
 
+--compare reads two such tables (the same sources and archs, two toolchains) and writes the
+kernels whose VGPRs, SGPRs, occupancy, spills, LDS or scratch differ, cell by cell, to --out
+(default: stdout only); it exits non-zero only if a table cannot be read.
+
 Options:
+  --rocm    the toolchain: 6.4 (Debian unstable, hipcc 7.0.2 / clang 21) or 7.2 (experimental,
+            hipcc 7.2.4 / clang 22); each has its own chroot (scripts/rocm-chroot.sh --help)
   --archs   target list (default: $ARCHS_DEFAULT)
   --jobs    parallel compiles (default: nproc = $jobs); each is one source for one arch
   --sources only these files of kernels/src (default: all *.hip)
@@ -51,11 +62,25 @@ while [[ $# -gt 0 ]]; do
         --sources) sources=$2; shift 2 ;;
         --keep) keep=$2; shift 2 ;;
         --no-write) write=0; shift ;;
+        --rocm) rocm=$2; shift 2 ;;
+        --compare) compare=("$2" "$3"); shift 3 ;;
         *) echo "kernel-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 
 command -v python3 >/dev/null || { echo "kernel-check: python3 is needed on the host to parse the remarks" >&2; exit 2; }
+if [[ ${#compare[@]} -eq 2 ]]; then
+    md_out=$out
+    [[ -n $md_out && $md_out != /* ]] && md_out="$repo/$md_out"
+    exec python3 "$here/kernel-compare.py" "${compare[0]}" "${compare[1]}" "$md_out" "$cmdline"
+fi
+case $rocm in
+    6.4) out=${out:-docs/measurements/kernel-resources.md} ;;
+    7.2 | 7.2.4) rocm=7.2; out=${out:-docs/measurements/kernel-resources-rocm7.2.md} ;;
+    *) echo "kernel-check: unknown --rocm $rocm (6.4 or 7.2)" >&2; exit 2 ;;
+esac
+# Every chroot call below goes to this toolchain's chroot.
+export ROCM_CHROOT_ROCM=$rocm
 src_dir="$repo/kernels/src"
 if [[ -z $sources ]]; then
     sources=$(cd "$src_dir" && ls *.hip)
@@ -93,13 +118,13 @@ chmod +x "$work/compile.sh"
 
 t0=$(date +%s)
 njobs=$(wc -l <"$work/jobs")
-echo "kernel-check: $njobs compiles ($(echo $sources | wc -w) sources x $(echo $archs | wc -w) archs), $jobs at a time" >&2
+echo "kernel-check: ROCm $rocm: $njobs compiles ($(echo $sources | wc -w) sources x $(echo $archs | wc -w) archs), $jobs at a time" >&2
 ROCM_CHROOT_BINDS="$repo:$repo $work:$work" "$here/rocm-chroot.sh" run -- \
     env WORK="$work" SRC_DIR="$src_dir" JOBS="$jobs" bash -c \
     'xargs -P "$JOBS" -L 1 "$WORK/compile.sh" <"$WORK/jobs"'
 elapsed=$(($(date +%s) - t0))
 
-toolchain=$("$here/rocm-chroot.sh" run -- sh -c 'echo "HIP $(hipconfig --version); $(hipcc --version 2>&1 | grep -m1 -i "clang version"); hipcc $(dpkg-query -W -f "\${Version}" hipcc)"')
+toolchain=$("$here/rocm-chroot.sh" run -- sh -c 'echo "ROCm '"$rocm"' chroot: HIP $(hipconfig --version); $(hipcc --version 2>&1 | grep -m1 -i "clang version"); hipcc $(dpkg-query -W -f "\${Version}" hipcc)"')
 machine="$(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), no GPU needed (compile only)"
 
 md_out=""
@@ -219,7 +244,7 @@ now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"
 status = "PASS" if not failures else f"FAIL ({len(failures)} problems)"
 total_compile = sum(compile_secs.values())
 doc = [
-    "# Kernel resource usage (hipcc, per architecture)",
+    f"# Kernel resource usage (hipcc of ROCm {os.environ.get('ROCM_CHROOT_ROCM', '6.4')}, per architecture)",
     "",
     f"- date: {now}",
     f"- machine: {os.environ['MACHINE']}",

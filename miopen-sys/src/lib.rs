@@ -43,6 +43,9 @@ const SPEC: LibrarySpec = LibrarySpec {
     symbols: SYMBOLS,
     hint: "Install ROCm with MIOpen (AMD's miopen-hip package, or a distribution's libmiopen), or set \
            ROCM_PATH to the ROCm installation prefix whose lib/ directory holds libMIOpen.so.",
+    // MIOpen keeps soname 1 in ROCm 6.4 and 7.2; the second-runtime check of rocm-loader
+    // is what keeps a MIOpen of the other ROCm out.
+    by_hip_major: &[(6, "libMIOpen.so.1"), (7, "libMIOpen.so.1")],
 };
 
 /// The loaded MIOpen library: every function of `rocm-backend/FFI.md`, resolved.

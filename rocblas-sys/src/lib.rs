@@ -44,6 +44,8 @@ const SPEC: LibrarySpec = LibrarySpec {
     symbols: SYMBOLS,
     hint: "Install ROCm with rocBLAS (AMD's rocblas package, or a distribution's librocblas), or set \
            ROCM_PATH to the ROCm installation prefix whose lib/ directory holds librocblas.so.",
+    // rocBLAS 4 is ROCm 6.x's, rocBLAS 5 ROCm 7.x's.
+    by_hip_major: &[(6, "librocblas.so.4"), (7, "librocblas.so.5")],
 };
 
 /// The loaded rocBLAS library: every function of `rocm-backend/FFI.md`, resolved.

@@ -122,7 +122,10 @@ impl RocmDevice {
         // R0600 layout grew at the end cannot write past our allocation.
         let mut raw = vec![0u8; std::mem::size_of::<hip::hipDeviceProp_tR0600>() + 4096];
         let props = raw.as_mut_ptr() as *mut hip::hipDeviceProp_tR0600;
-        unsafe { check("hipGetDevicePropertiesR0600", hip::hipGetDevicePropertiesR0600(props, dev))? };
+        // HIP 6 and 7 both fill the R0600 layout through this symbol (runtime::HipAbi); the
+        // unsuffixed hipGetDeviceProperties would be R0000 on HIP 6, gcnArchName 764 bytes earlier.
+        let symbol = runtime()?.abi.device_properties_symbol();
+        unsafe { check(symbol, hip::hipGetDevicePropertiesR0600(props, dev))? };
         let props = unsafe { &*props };
         let attr = |a: hip::hipDeviceAttribute_t, call: &'static str| -> Result<usize> {
             let mut v = 0;

@@ -266,3 +266,74 @@ fn broken_cache_entries_are_rebuilt_by_hiprtc() {
     assert!(temporaries(&dir).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 27: the cache key holds the compiler version, so an entry written under one
+/// toolchain is never served under another. `.ci/run` runs this test in the ROCm 6.4 chroot
+/// and then, with the same `ROCM_VISION_CROSS_CACHE` directory, in the ROCm 7.2 one: each
+/// run writes its entries and a manifest naming them, and checks the entries every other
+/// toolchain left there: under its own key they are absent (it compiles), and one copied
+/// under its own key's name is refused as foreign (it compiles again).
+#[test]
+fn entries_of_another_toolchain_are_never_served() {
+    let Some(dir) = std::env::var_os("ROCM_VISION_CROSS_CACHE").map(PathBuf::from) else {
+        skipped("set ROCM_VISION_CROSS_CACHE to a directory shared by two toolchains' runs (.ci/run does)");
+        return;
+    };
+    if !have_rocm() {
+        return;
+    }
+    let rt = runtime().unwrap();
+    let me = format!("hip-{}-hiprtc-{}.{}", rt.version, rt.hiprtc_version.0, rt.hiprtc_version.1);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Other toolchains' manifests: `<module> <file name>` per line.
+    let mut others: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(tool) = name.strip_suffix(".manifest")
+            && tool != me
+        {
+            let lines = std::fs::read_to_string(e.path()).unwrap();
+            let entries = lines.lines().filter_map(|l| l.split_once(' ')).map(|(m, f)| (m.into(), f.into())).collect();
+            others.push((tool.to_string(), entries));
+        }
+    }
+    let mods = &modules()[..2];
+    let mut checked = 0;
+    let mut manifest = String::new();
+    for m in mods {
+        let mine = entry_path(&dir, m, ARCH);
+        let _ = std::fs::remove_file(&mine);
+        for (tool, entries) in &others {
+            for (_, file) in entries.iter().filter(|(module, _)| module == m.name) {
+                let theirs = dir.join(file);
+                assert!(theirs.is_file(), "{tool}'s manifest names {file}, which is not there");
+                assert_ne!(theirs, mine, "{}: {tool} and {me} share a cache key", m.name);
+                // Only their entry is there: it is not served, hiprtc compiles.
+                let _ = std::fs::remove_file(&mine);
+                let (code, cached) = jit::cached_code(m, ARCH, Some(&dir)).unwrap();
+                assert!(!cached, "{}: served from the cache with only {tool}'s entry present", m.name);
+                assert_code_of(m, &code);
+                // Their entry under our key's name: refused as foreign, compiled again.
+                std::fs::copy(&theirs, &mine).unwrap();
+                let (code, cached) = jit::cached_code(m, ARCH, Some(&dir)).unwrap();
+                assert!(!cached, "{}: {tool}'s entry renamed to our key was served", m.name);
+                assert_code_of(m, &code);
+                println!(
+                    "{}: {tool}'s entry {file} not served under {me} (absent key, then refused as foreign)",
+                    m.name
+                );
+                checked += 1;
+            }
+        }
+        // Leave our own entry for the next toolchain.
+        let (_, _) = jit::cached_code(m, ARCH, Some(&dir)).unwrap();
+        assert!(mine.is_file());
+        manifest.push_str(&format!("{} {}\n", m.name, mine.file_name().unwrap().to_string_lossy()));
+    }
+    std::fs::write(dir.join(format!("{me}.manifest")), manifest).unwrap();
+    if checked == 0 {
+        skipped(format!("no other toolchain's entries in {} yet; {me} wrote its own for the next", dir.display()));
+    } else {
+        println!("{checked} entries of {} other toolchain(s) checked under {me}", others.len());
+    }
+}

@@ -31,6 +31,10 @@ pub struct LibrarySpec {
     pub symbols: &'static [&'static str],
     /// The last line of the not-found error: how to install the library or point at it.
     pub hint: &'static str,
+    /// The file name that goes with each HIP runtime major version (rocBLAS 4 with HIP 6,
+    /// rocBLAS 5 with HIP 7): when a HIP runtime is already loaded in the process (the
+    /// backend loads it first), its major's name is tried first in every directory.
+    pub by_hip_major: &'static [(u32, &'static str)],
 }
 
 /// Where to look for a library, in order: each directory (with each file name), then, if
@@ -136,12 +140,55 @@ fn not_found_message(library: &str, tried: &[Attempt], hint: &str) -> String {
     msg
 }
 
+/// The real paths of every HIP runtime (`libamdhip64.so*`) mapped into this process, each
+/// once, in the order `/proc/self/maps` lists them.
+pub fn mapped_hip_runtimes() -> Vec<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut found: Vec<PathBuf> = Vec::new();
+    for path in maps.lines().filter_map(|line| line.split_whitespace().nth(5)) {
+        let is_hip = Path::new(path).file_name().is_some_and(|f| f.to_string_lossy().starts_with("libamdhip64.so"));
+        if is_hip {
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| PathBuf::from(path));
+            if !found.contains(&real) {
+                found.push(real);
+            }
+        }
+    }
+    found
+}
+
+/// The major version in a HIP runtime's file name: `libamdhip64.so.7.2.53211` is 7; `None`
+/// for a name without one (`libamdhip64.so`).
+pub fn hip_major_of(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_string_lossy().into_owned();
+    name.strip_prefix("libamdhip64.so.")?.split('.').next()?.parse().ok()
+}
+
+/// The spec's file names in the order they are tried: the name that goes with the major of
+/// the HIP runtime already loaded (if any, and if the spec names one) first, then the rest in
+/// the spec's order.
+pub fn ordered_file_names(spec: &LibrarySpec, hip_major: Option<u32>) -> Vec<&'static str> {
+    let preferred = hip_major.and_then(|m| spec.by_hip_major.iter().find(|(major, _)| *major == m)).map(|(_, n)| *n);
+    let mut names: Vec<&'static str> = preferred.into_iter().collect();
+    names.extend(spec.file_names.iter().copied().filter(|n| Some(*n) != preferred));
+    names
+}
+
 /// Opens the first candidate of `search` that loads, then checks that every symbol of the
 /// spec resolves in it. Returns the library and the path (or bare name) it was opened by.
+///
+/// When a HIP runtime is already loaded, the name that goes with its major is tried first
+/// ([`LibrarySpec::by_hip_major`]), and a candidate that brings a second HIP runtime into
+/// the process (a rocBLAS or MIOpen built for another ROCm: two HIP runtimes in one process
+/// share no state and crash or corrupt each other) is refused, named in the error, and the
+/// next one tried.
 pub fn open(spec: &LibrarySpec, search: &SearchPaths) -> Result<(libloading::Library, PathBuf), LoadError> {
     let mut tried = Vec::new();
-    let system_names = spec.file_names.iter().filter(|_| search.system_loader).map(PathBuf::from);
-    let candidates = search.dirs.iter().flat_map(|dir| spec.file_names.iter().map(move |name| dir.join(name)));
+    let hip_before = mapped_hip_runtimes();
+    let hip_major = hip_before.first().and_then(|p| hip_major_of(p));
+    let names = ordered_file_names(spec, hip_major);
+    let system_names = names.iter().filter(|_| search.system_loader).map(PathBuf::from);
+    let candidates = search.dirs.iter().flat_map(|dir| names.iter().map(move |name| dir.join(name)));
     for candidate in candidates.chain(system_names) {
         // A bare name goes to the system loader; a path is tried only when the file is there.
         let is_path = candidate.components().count() > 1;
@@ -153,6 +200,25 @@ pub fn open(spec: &LibrarySpec, search: &SearchPaths) -> Result<(libloading::Lib
         // library the calling crate binds, by the names and in the places ROCm installs it.
         match unsafe { libloading::Library::new(&candidate) } {
             Ok(library) => {
+                if !hip_before.is_empty() {
+                    let second: Vec<String> = mapped_hip_runtimes()
+                        .into_iter()
+                        .filter(|p| !hip_before.contains(p))
+                        .map(|p| p.display().to_string())
+                        .collect();
+                    if !second.is_empty() {
+                        let reason = format!(
+                            "built for another ROCm: it loads a second HIP runtime ({}) beside the one in use ({})",
+                            second.join(", "),
+                            hip_before[0].display()
+                        );
+                        tried.push(Attempt {
+                            candidate: candidate.display().to_string(),
+                            outcome: AttemptOutcome::OpenFailed(reason),
+                        });
+                        continue;
+                    }
+                }
                 check_symbols(spec, &library, &candidate)?;
                 return Ok((library, candidate));
             }
@@ -209,6 +275,7 @@ mod tests {
         file_names: &["libexample-rocm-vision.so", "libexample-rocm-vision.so.1"],
         symbols: &["example_fn_a", "example_fn_b"],
         hint: "Install Example or set ROCM_PATH.",
+        by_hip_major: &[(7, "libexample-rocm-vision.so.1")],
     };
 
     #[test]
@@ -290,6 +357,24 @@ mod tests {
         // SAFETY: strlen's signature, called on a NUL-terminated string.
         let strlen = unsafe { library.get::<unsafe extern "C" fn(*const std::ffi::c_char) -> usize>(b"strlen") };
         assert_eq!(unsafe { strlen.unwrap()(c"four".as_ptr()) }, 4);
+    }
+
+    #[test]
+    fn the_loaded_hip_runtime_s_major_picks_the_first_name() {
+        assert_eq!(hip_major_of(Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so.7.2.53211")), Some(7));
+        assert_eq!(hip_major_of(Path::new("/opt/rocm/lib/libamdhip64.so.6")), Some(6));
+        assert_eq!(hip_major_of(Path::new("/opt/rocm/lib/libamdhip64.so")), None);
+        assert_eq!(hip_major_of(Path::new("/opt/rocm/lib/librocblas.so.4")), None);
+        // No runtime loaded, or one the spec names nothing for: the spec's order.
+        assert_eq!(ordered_file_names(&SPEC, None), SPEC.file_names);
+        assert_eq!(ordered_file_names(&SPEC, Some(6)), SPEC.file_names);
+        assert_eq!(ordered_file_names(&SPEC, Some(7)), ["libexample-rocm-vision.so.1", "libexample-rocm-vision.so"]);
+    }
+
+    #[test]
+    fn no_hip_runtime_is_mapped_into_a_process_that_never_loaded_one() {
+        // This test binary links nothing of ROCm and loads no HIP runtime.
+        assert_eq!(mapped_hip_runtimes(), Vec::<PathBuf>::new());
     }
 
     #[test]
