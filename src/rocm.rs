@@ -608,17 +608,7 @@ mod tests {
     /// The wrappers on a real device against candle's CPU ops (GPU tier; skips otherwise).
     #[test]
     fn wrappers_match_candle_on_the_gpu() {
-        let dev = match RocmDevice::open(0) {
-            Ok(d) => d,
-            Err(e) => {
-                assert!(
-                    !std::env::var("ROCM_VISION_REQUIRE_GPU").is_ok_and(|v| v == "1"),
-                    "ROCM_VISION_REQUIRE_GPU=1 but {e}"
-                );
-                eprintln!("SKIPPED (no ROCm device): {e}");
-                return;
-            }
-        };
+        let Some(dev) = conv_engine::testing::device_or_skip(RocmDevice::open(0)) else { return };
         let cpu = candle_core::Device::Cpu;
         let x = candle_core::Tensor::randn(0f32, 1.0, (2, 3, 4, 5), &cpu).unwrap();
         let g = RocmTensor::from_candle(&dev, &x).unwrap();
