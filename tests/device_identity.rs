@@ -71,7 +71,7 @@ fn mixing_engines_is_a_clean_error_naming_both_budgets() {
     assert_mismatch("conv2d", x.conv2d(&w, Some(&bias_cpu), &p));
     let ep = ConvEpilogue { residual: Some(&on_cpu), ..Default::default() };
     assert_mismatch("conv2d", x.conv2d_fused(&w, None, &p, &ep));
-    assert_mismatch("conv", x.conv2d_with_plan(&w_cpu, None, &p).map(|(y, _)| y));
+    assert_mismatch("conv2d", x.conv2d_with_plan(&w_cpu, None, &p).map(|(y, _)| y));
     assert_mismatch("add", x.add(&on_cpu));
     assert_mismatch("mul", on_cpu.mul(&x));
     assert_mismatch("cat", Tensor::cat(&[&x, &on_cpu], 1));

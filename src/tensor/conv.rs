@@ -10,6 +10,12 @@ use conv_engine::{Conv1dParams, Conv2dParams};
 /// residual) · scale` ([`Tensor::conv2d_fused`]).
 pub type ConvEpilogue<'a> = conv_engine::Epilogue<&'a Tensor>;
 
+/// The plan a convolution ran, on its device ([`Tensor::conv_with_plan`]).
+pub(super) enum RanPlan {
+    Cpu(conv_engine::CpuPlan),
+    Rocm(rocm_backend::conv::RocmPlan),
+}
+
 impl Tensor {
     fn conv(
         &self,
@@ -19,6 +25,19 @@ impl Tensor {
         op: &'static str,
         epilogue: &ConvEpilogue<'_>,
     ) -> Result<Tensor> {
+        Ok(self.conv_with_plan(weight, bias, problem, op, epilogue)?.0)
+    }
+
+    /// Plans `problem` on this tensor's device (its budget state now, its rounding), runs
+    /// that plan, and returns it with the output: the plan returned is the plan that ran.
+    pub(super) fn conv_with_plan(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        problem: conv_engine::ConvProblem,
+        op: &'static str,
+        epilogue: &ConvEpilogue<'_>,
+    ) -> Result<(Tensor, RanPlan)> {
         self.same_device(weight, op)?;
         if let Some(r) = epilogue.residual {
             self.same_device(r, op)?;
@@ -40,14 +59,10 @@ impl Tensor {
                 let b = self.cpu_of(bias, op)?;
                 let r = self.cpu_of(epilogue.residual, op)?;
                 let ep = conv_engine::Epilogue { activation: epilogue.activation, residual: r, scale: epilogue.scale };
-                self.wrap_cpu(self.device.cpu_conv().run_rounded(
-                    &problem,
-                    x,
-                    w,
-                    b,
-                    &ep,
-                    self.device.conv_rounding(),
-                )?)
+                let engine = self.device.cpu_conv();
+                let plan = engine.plan_rounded(&problem, self.device.conv_rounding())?;
+                let out = self.wrap_cpu(engine.run_plan_fused(&plan, x, w, b, &ep)?)?;
+                Ok((out, RanPlan::Cpu(plan)))
             }
             (Storage::Rocm(x), Storage::Rocm(w)) => {
                 let ctx = self.device.rocm_context().expect("ROCm storage lives on a ROCm device");
@@ -69,8 +84,10 @@ impl Tensor {
                     scale: epilogue.scale,
                 };
                 let b = b.as_ref().map(|b| &b.array);
-                let out = ctx.conv.run_rounded(&problem, &x.array, &w.array, b, ep, self.device.conv_rounding())?;
-                self.wrap_rocm(RocmTensor::contiguous_new(out, &problem.output_shape()))
+                // Planned once the operands are contiguous: what is live decides the plan.
+                let plan = ctx.conv.plan_rounded(&problem, self.device.conv_rounding())?;
+                let out = rocm_backend::conv::run_plan_fused(&ctx.device, &plan, &x.array, &w.array, b, ep)?;
+                Ok((self.wrap_rocm(RocmTensor::contiguous_new(out, &problem.output_shape()))?, RanPlan::Rocm(plan)))
             }
             _ => unreachable!("same_device checked"),
         }

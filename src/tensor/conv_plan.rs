@@ -2,9 +2,10 @@
 //! value ([`ConvPlanInfo`]), from [`Device::conv_plan`] before a run or from
 //! [`Tensor::conv2d_with_plan`] with the run's output.
 
-use super::{ConvEpilogue, Storage, Tensor};
+use super::conv::RanPlan;
+use super::{ConvEpilogue, Tensor};
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use conv_engine::{Algorithm, Conv2dParams, ConvProblem, Plan, format_bytes};
 use std::fmt;
 
@@ -129,11 +130,26 @@ impl Device {
     }
 }
 
+impl Device {
+    /// The information of a plan this device ran.
+    fn ran_plan_info(&self, plan: &RanPlan) -> ConvPlanInfo {
+        use conv_engine::AlgorithmCatalog;
+        let rounding = self.conv_rounding();
+        match (plan, self.rocm_context()) {
+            (RanPlan::Cpu(plan), _) => {
+                ConvPlanInfo::from_plan(self.cpu_conv().dispatcher_for(rounding).catalog().device_key(), plan)
+            }
+            (RanPlan::Rocm(plan), Some(ctx)) => {
+                ConvPlanInfo::from_plan(ctx.conv.dispatcher_for(rounding).catalog().device_key(), plan)
+            }
+            (RanPlan::Rocm(plan), None) => ConvPlanInfo::from_plan("rocm".into(), plan),
+        }
+    }
+}
+
 impl Tensor {
     /// [`Tensor::conv2d`] that also returns the plan it ran: which algorithm, kernel,
-    /// chunking and workspace. The plan is made first, with the budget state the run sees;
-    /// the run's own request then gets that plan back from the dispatcher's cache (the
-    /// dispatcher is deterministic for a problem and a budget state).
+    /// chunking and workspace. The convolution is planned once, and that plan is run.
     ///
     /// ```
     /// use rocm_vision::prelude::*;
@@ -177,9 +193,8 @@ impl Tensor {
         epilogue: &ConvEpilogue<'_>,
     ) -> Result<(Tensor, ConvPlanInfo)> {
         let problem = ConvProblem::conv2d(self.dims(), weight.dims(), self.dtype(), weight.dtype(), params)?;
-        let (x, w) = self.contiguous_operands(weight)?;
-        let plan = self.device.conv_plan(&problem)?;
-        Ok((x.conv2d_fused(&w, bias, params, epilogue)?, plan))
+        let (out, plan) = self.conv_with_plan(weight, bias, problem, "conv2d", epilogue)?;
+        Ok((out, self.device.ran_plan_info(&plan)))
     }
 
     /// [`Tensor::conv_transpose2d`] that also returns the plan it ran (see
@@ -202,21 +217,8 @@ impl Tensor {
         params: &Conv2dParams,
     ) -> Result<(Tensor, ConvPlanInfo)> {
         let problem = ConvProblem::conv_transpose2d(self.dims(), weight.dims(), self.dtype(), weight.dtype(), params)?;
-        let (x, w) = self.contiguous_operands(weight)?;
-        let plan = self.device.conv_plan(&problem)?;
-        Ok((x.conv_transpose2d(&w, bias, params)?, plan))
-    }
-
-    /// On ROCm, the operands made contiguous before the plan is made, so that the run
-    /// allocates nothing between the plan and its own request (what is live decides the
-    /// plan there). On the CPU the budget does not depend on what is live.
-    fn contiguous_operands(&self, weight: &Tensor) -> Result<(Tensor, Tensor)> {
-        self.same_device(weight, "conv")?;
-        match (&self.s, &weight.s) {
-            (Storage::Rocm(_), Storage::Rocm(_)) => Ok((self.contiguous()?, weight.contiguous()?)),
-            (Storage::Cpu(_), Storage::Cpu(_)) => Ok((self.clone(), weight.clone())),
-            _ => Err(Error::device_mismatch("conv", &self.device, &weight.device)),
-        }
+        let (out, plan) = self.conv_with_plan(weight, bias, problem, "conv_transpose2d", &ConvEpilogue::default())?;
+        Ok((out, self.device.ran_plan_info(&plan)))
     }
 }
 
@@ -239,7 +241,7 @@ mod tests {
         assert!(plan.chunks == 1 && plan.workspace_bytes < 64 << 10, "{plan}");
         // The centre pixel sees 3x3 taps over 4 channels of ones.
         assert_eq!(y.to_vec::<f32>().unwrap()[8 * 16 + 8], 36.0);
-        assert!(plan.to_string().starts_with("Direct (direct) on cpu/"), "{plan}");
+        assert!(plan.to_string().starts_with("Direct (direct-"), "{plan}");
 
         // im2col + GEMM only: with room for the whole column matrix it runs whole; with
         // three quarters of that room its output rows are chunked, within the budget.
@@ -259,5 +261,43 @@ mod tests {
         assert!(plan.chunks > 1 && plan.workspace_bytes <= budget, "{plan} (budget {budget})");
         assert_eq!(plan.chunks, 128usize.div_ceil(plan.rows_per_chunk));
         assert_eq!(y.to_vec::<f32>().unwrap()[60 * 128 + 60], 144.0);
+    }
+
+    /// The plan returned is the plan executed: the workspace the engine's meter saw during
+    /// the run is the plan's, under a large and a small budget, for each kernel the plan can name, and the
+    /// kernel is the one the plan says (a transposed `Gemm1x1` is the tap GEMM; a `Direct`
+    /// that vectorises stages its scratch, the scalar loop none).
+    #[test]
+    fn with_plan_runs_the_plan_it_returns() {
+        let p = Conv2dParams::default().with_padding(1);
+        let cases: [(Algorithm, usize, &[usize], &[usize], bool, &str); 5] = [
+            (Algorithm::ImplicitGemm, 1 << 30, &[1, 32, 48, 40], &[48, 32, 3, 3], false, "implicit-gemm/"),
+            (Algorithm::ImplicitGemm, 96 << 10, &[2, 32, 48, 40], &[48, 32, 3, 3], false, "implicit-gemm/"),
+            (Algorithm::Winograd, 1 << 30, &[1, 16, 40, 40], &[16, 16, 3, 3], false, "winograd-"),
+            (Algorithm::Gemm1x1, 1 << 30, &[1, 16, 20, 20], &[16, 8, 4, 4], true, "tap-gemm/"),
+            (Algorithm::Direct, 1 << 30, &[1, 8, 30, 30], &[8, 8, 3, 3], false, "direct-"),
+        ];
+        for (alg, budget, xs, ws, transposed, kernel) in cases {
+            let dev = Device::cpu_with_engine(CpuConv::new(Budget::bytes(budget)).with_allowed(&[alg]));
+            let x = Tensor::ones(xs, DType::F32, &dev).unwrap();
+            let w = Tensor::ones(ws, DType::F32, &dev).unwrap();
+            let meter = dev.cpu_conv().meter();
+            let before = meter.current_bytes();
+            meter.reset_peak();
+            let (y, plan) = if transposed {
+                x.conv_transpose2d_with_plan(&w, None, &Conv2dParams::default().with_stride(2).with_padding(1))
+            } else {
+                x.conv2d_with_plan(&w, None, &p)
+            }
+            .unwrap();
+            assert!(y.to_vec::<f32>().unwrap().iter().all(|v| v.is_finite()));
+            assert_eq!(plan.algorithm, alg, "{plan}");
+            assert!(plan.kernel.starts_with(kernel), "{plan}");
+            // The meter counts workspace buffers (the output is admitted, not counted).
+            assert!(plan.workspace_bytes > 0, "{plan}");
+            assert_eq!(meter.peak_bytes() - before, plan.workspace_bytes, "{plan}");
+            // Under a small budget the tiles shrink to fit it; the run sizes them alike.
+            assert!(plan.workspace_bytes <= budget, "{plan}");
+        }
     }
 }

@@ -38,9 +38,17 @@ pub enum CpuKernel {
     Winograd(WinogradTile, MicroKernel),
     /// candle's own conv (im2col + the gemm crate).
     CandleIm2col,
-    /// The gemm crate over the input in place (1x1, stride 1).
+    /// `Gemm1x1` forward: the gemm crate over the input in place (1x1, stride 1).
     Gemm1x1,
-    Direct,
+    /// `Gemm1x1`'s transposed form: every tap of an ungrouped transposed conv is a 1x1
+    /// GEMM, all of them one GEMM per band of input rows on the engine's 6x16 microkernel,
+    /// its products summed into each output pixel in tap order (col2im).
+    TapGemm(MicroKernel),
+    /// `Direct` with the output pixels of a row in SIMD lanes, the epilogue in its
+    /// write-out; needs staging scratch.
+    DirectVectorised(MicroKernel),
+    /// `Direct` as the scalar loop: any parameters, no workspace, epilogue in a pass after.
+    DirectScalar,
 }
 
 impl CpuKernel {
@@ -49,8 +57,32 @@ impl CpuKernel {
             CpuKernel::ImplicitGemm(_) => Algorithm::ImplicitGemm,
             CpuKernel::Winograd(..) => Algorithm::Winograd,
             CpuKernel::CandleIm2col => Algorithm::Im2colGemm,
-            CpuKernel::Gemm1x1 => Algorithm::Gemm1x1,
-            CpuKernel::Direct => Algorithm::Direct,
+            CpuKernel::Gemm1x1 | CpuKernel::TapGemm(_) => Algorithm::Gemm1x1,
+            CpuKernel::DirectVectorised(_) | CpuKernel::DirectScalar => Algorithm::Direct,
+        }
+    }
+
+    /// The engine's own microkernel this kernel runs, if it runs one (what must be
+    /// supported by the CPU that runs the plan).
+    pub fn microkernel(self) -> Option<MicroKernel> {
+        match self {
+            CpuKernel::ImplicitGemm(mk)
+            | CpuKernel::Winograd(_, mk)
+            | CpuKernel::TapGemm(mk)
+            | CpuKernel::DirectVectorised(mk) => Some(mk),
+            CpuKernel::CandleIm2col | CpuKernel::Gemm1x1 | CpuKernel::DirectScalar => None,
+        }
+    }
+
+    /// Whether the kernel applies the epilogue in its own write-out (else one pass after).
+    pub fn fuses_epilogue(self) -> bool {
+        match self {
+            CpuKernel::ImplicitGemm(_)
+            | CpuKernel::Winograd(..)
+            | CpuKernel::Gemm1x1
+            | CpuKernel::TapGemm(_)
+            | CpuKernel::DirectVectorised(_) => true,
+            CpuKernel::CandleIm2col | CpuKernel::DirectScalar => false,
         }
     }
 }
@@ -62,7 +94,9 @@ impl std::fmt::Display for CpuKernel {
             CpuKernel::Winograd(tile, mk) => write!(f, "winograd-{tile}/{mk}"),
             CpuKernel::CandleIm2col => f.write_str("candle-im2col"),
             CpuKernel::Gemm1x1 => f.write_str("gemm1x1"),
-            CpuKernel::Direct => f.write_str("direct"),
+            CpuKernel::TapGemm(mk) => write!(f, "tap-gemm/{mk}"),
+            CpuKernel::DirectVectorised(mk) => write!(f, "direct-vectorised/{mk}"),
+            CpuKernel::DirectScalar => f.write_str("direct-scalar"),
         }
     }
 }
@@ -164,12 +198,17 @@ impl CpuCatalog {
         winograd::WinogradPlan::fitted(problem, tile, chunk, &chunk_geometry(problem, chunk), mk, self.threads, limit)
     }
 
-    /// The scratch of the vectorised direct convolution for a chunk, if it runs it: where
-    /// the geometry vectorises on this catalog's ISA and the scratch fits `limit`; else
-    /// `Direct` is the scalar loop, which needs no workspace.
-    fn direct_vectorised_bytes(&self, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
+    /// The scratch of the vectorised direct convolution with `mk` for a chunk, if it can
+    /// run it: where the geometry vectorises on that ISA and the scratch fits `limit`.
+    fn direct_vectorised_bytes(
+        &self,
+        mk: MicroKernel,
+        problem: &ConvProblem,
+        chunk: &Chunk,
+        limit: usize,
+    ) -> Option<usize> {
         let g = chunk_geometry(problem, chunk);
-        if !direct::vectorises(&g, self.kernel) {
+        if !direct::vectorises(&g, mk) {
             return None;
         }
         let floats = match problem.dtype() {
@@ -226,15 +265,30 @@ impl AlgorithmCatalog for CpuCatalog {
         }
     }
 
-    fn kernel(&self, alg: Algorithm, problem: &ConvProblem, _chunking: Chunking, limit: usize) -> Option<CpuKernel> {
+    fn kernel(&self, alg: Algorithm, problem: &ConvProblem, chunking: Chunking, limit: usize) -> Option<CpuKernel> {
         match alg {
             Algorithm::ImplicitGemm => Some(CpuKernel::ImplicitGemm(self.kernel)),
             // Winograd's batched GEMMs pack for the 6x16 tile: the same ISA with that tile.
             Algorithm::Winograd => winograd::supports(problem)
                 .then(|| CpuKernel::Winograd(self.winograd_tile(problem, limit), self.kernel.narrow())),
             Algorithm::Im2colGemm => Some(CpuKernel::CandleIm2col),
+            // The transposed form packs for the 6x16 tile, as Winograd's GEMMs do.
+            Algorithm::Gemm1x1 if problem.geometry().kind == ConvKind::Transposed => {
+                Some(CpuKernel::TapGemm(self.kernel.narrow()))
+            }
             Algorithm::Gemm1x1 => Some(CpuKernel::Gemm1x1),
-            Algorithm::Direct => Some(CpuKernel::Direct),
+            // Vectorised where the geometry vectorises and its scratch fits (the scratch
+            // does not depend on the chunk's images or rows); else the scalar loop, which
+            // size-independent rounding does not take.
+            Algorithm::Direct => {
+                if self.direct_vectorised_bytes(self.kernel, problem, &chunking.first(problem), limit).is_some() {
+                    Some(CpuKernel::DirectVectorised(self.kernel))
+                } else if self.rounding == ConvRounding::SizeIndependent {
+                    None
+                } else {
+                    Some(CpuKernel::DirectScalar)
+                }
+            }
             Algorithm::Miopen => None,
         }
     }
@@ -242,14 +296,16 @@ impl AlgorithmCatalog for CpuCatalog {
     fn workspace_bytes(&self, kernel: &CpuKernel, problem: &ConvProblem, chunk: &Chunk, limit: usize) -> Option<usize> {
         match *kernel {
             CpuKernel::ImplicitGemm(mk) => Some(self.implicit_plan(mk, problem, chunk, limit).workspace_bytes()),
-            CpuKernel::Direct if self.rounding == ConvRounding::SizeIndependent => {
-                self.direct_vectorised_bytes(problem, chunk, limit)
-            }
-            CpuKernel::Direct => Some(self.direct_vectorised_bytes(problem, chunk, limit).unwrap_or(0)),
+            CpuKernel::DirectVectorised(mk) => self.direct_vectorised_bytes(mk, problem, chunk, limit),
+            // The scalar loop's rounding is the same at every size, but it is not offered
+            // under size-independent rounding (the vectorised loop sums in another order).
+            CpuKernel::DirectScalar if self.rounding == ConvRounding::SizeIndependent => None,
+            CpuKernel::DirectScalar => Some(0),
             CpuKernel::CandleIm2col => candle_conv::workspace_bytes(problem, chunk, self.threads),
-            CpuKernel::Gemm1x1 if problem.geometry().kind == ConvKind::Transposed => {
+            CpuKernel::TapGemm(_) if problem.geometry().kind == ConvKind::Transposed => {
                 gemm1x1_transposed::workspace_bytes(problem, self.threads)
             }
+            CpuKernel::TapGemm(_) => None,
             // The gemm crate's rounding may depend on the sizes it is given.
             CpuKernel::Gemm1x1 if self.rounding == ConvRounding::SizeIndependent => None,
             CpuKernel::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
@@ -275,13 +331,9 @@ impl AlgorithmCatalog for CpuCatalog {
         match *kernel {
             CpuKernel::ImplicitGemm(mk) => per_thread *= gemm_shape_efficiency(m, mk.mr(), c * g.taps()),
             // The transposed form's GEMM has a row per (tap, output channel).
-            CpuKernel::Gemm1x1 if g.kind == ConvKind::Transposed => {
-                per_thread *= gemm_shape_efficiency(m * g.taps(), 6, c)
-            }
+            CpuKernel::TapGemm(mk) => per_thread *= gemm_shape_efficiency(m * g.taps(), mk.mr(), c),
             CpuKernel::Gemm1x1 => per_thread *= gemm_shape_efficiency(m, 16, c),
-            CpuKernel::Direct if direct::vectorises(&chunk_geometry(problem, chunk), self.kernel) => {
-                per_thread = direct_vectorised_gflops_per_thread(problem.dtype())
-            }
+            CpuKernel::DirectVectorised(_) => per_thread = direct_vectorised_gflops_per_thread(problem.dtype()),
             _ => {}
         }
         let rate = per_thread * 1e9 * self.threads as f64;
@@ -395,8 +447,6 @@ impl CpuConv {
     pub fn gemm_crate_bytes(&self, plan: &CpuPlan) -> usize {
         let threads = self.dispatcher.catalog().threads;
         match plan.kernel() {
-            // The transposed form runs the engine's own microkernel, its scratch metered.
-            CpuKernel::Gemm1x1 if plan.problem().geometry().kind == ConvKind::Transposed => 0,
             // Row chunks are strided operands, which the crate packs into a buffer of its
             // own per call (measured: the whole figure, on top of what is live).
             CpuKernel::Gemm1x1 if plan.chunk_count() == 1 => plan.workspace_bytes(),
@@ -549,15 +599,15 @@ impl CpuConv {
             )),
             requires: plan.algorithm().requirements(),
         };
-        if let CpuKernel::ImplicitGemm(mk) | CpuKernel::Winograd(_, mk) = *plan.kernel()
+        if let Some(mk) = plan.kernel().microkernel()
             && !mk.is_supported()
         {
             return Err(unsupported(&format!(" (microkernel {mk:?} is not supported by this CPU)")));
         }
-        if let CpuKernel::Winograd(_, mk) = *plan.kernel()
+        if let CpuKernel::Winograd(_, mk) | CpuKernel::TapGemm(mk) = *plan.kernel()
             && !mk.is_narrow()
         {
-            return Err(unsupported(&format!(" (Winograd packs for the 6x16 tile; microkernel {mk} has another)")));
+            return Err(unsupported(&format!(" (kernel {} packs for the 6x16 tile; {mk} has another)", plan.kernel())));
         }
         if plan.kernel().algorithm() != plan.algorithm() {
             return Err(unsupported(&format!(" (kernel {} is not one of this algorithm)", plan.kernel())));
@@ -612,15 +662,6 @@ impl CpuConv {
         let mut out = output_buffer::<T>(&self.meter, g.output_len())?;
         let (img_in, img_out) = (g.input_len() / g.batch, g.output_len() / g.batch);
         let catalog = self.dispatcher.catalog();
-        // Kernels that apply the epilogue in their write-out: no second pass below.
-        let fused = match kernel {
-            CpuKernel::ImplicitGemm(_) | CpuKernel::Winograd(..) | CpuKernel::Gemm1x1 => true,
-            CpuKernel::Direct => plan
-                .chunks()
-                .iter()
-                .all(|c| catalog.direct_vectorised_bytes(problem, c, plan.workspace_limit()).is_some()),
-            _ => false,
-        };
         for chunk in plan.chunks() {
             let gc = chunk_geometry(problem, &chunk);
             let xs = &x[chunk.batch.start * img_in..chunk.batch.end * img_in];
@@ -654,17 +695,17 @@ impl CpuConv {
                     };
                     exec.run(xs, w, b, &chunk_epilogue, os, &mut ws);
                 }
-                CpuKernel::Direct if fused => {
+                CpuKernel::DirectVectorised(mk) => {
                     let threads = catalog.threads;
                     let mut ws = self.meter.alloc_f32(direct::vectorised_scratch_floats::<T>(&gc, threads))?;
                     let (rows, ep) = (chunk.rows.clone(), &chunk_epilogue);
-                    direct::direct_vectorised(catalog.kernel, &gc, xs, w, b, ep, os, rows, threads, &mut ws);
+                    direct::direct_vectorised(mk, &gc, xs, w, b, ep, os, rows, threads, &mut ws);
                 }
-                CpuKernel::Direct => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
-                CpuKernel::Gemm1x1 if gc.kind == ConvKind::Transposed => {
+                CpuKernel::DirectScalar => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
+                CpuKernel::TapGemm(mk) => {
                     let threads = catalog.threads;
                     let mut ws = self.meter.alloc_f32(gemm1x1_transposed::scratch_floats(&gc, threads))?;
-                    let (rows, ep, mk) = (chunk.rows.clone(), &chunk_epilogue, catalog.kernel.narrow());
+                    let (rows, ep) = (chunk.rows.clone(), &chunk_epilogue);
                     gemm1x1_transposed::run(mk, &gc, xs, w, b, ep, os, rows, threads, &mut ws)?
                 }
                 CpuKernel::Gemm1x1 => {
@@ -675,7 +716,7 @@ impl CpuConv {
             }
         }
         let out = Tensor::from_vec(out, problem.output_shape(), &Device::Cpu)?;
-        if fused {
+        if kernel.fuses_epilogue() {
             return Ok(out);
         }
         apply_epilogue::<T>(out, &whole_epilogue)
