@@ -13,7 +13,8 @@ mkdir -p .device-carry/bin
 # Staged xz-compressed (the device tool carries at most 64 MiB with the tree; the
 # uncompressed binaries were 43 MiB of it); scripts/gpu-tier.sh unpacks them.
 rm -f .device-carry/bin/test-* .device-carry/bin/bench-* .device-carry/bin/extra-*
-rocm-backend/testing/hip-on-cuda/stage-headers.sh >/dev/null
+# Both header sets (HIP 6.4 and 7.2): scripts/gpu-tier.sh builds the library against each.
+rocm-backend/testing/hip-on-cuda/stage-headers.sh --rocm all >/dev/null
 
 stage() { # stage PREFIX -- cargo args...: copy the executables cargo reports
     local prefix=$1; shift

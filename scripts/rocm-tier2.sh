@@ -51,7 +51,11 @@ status=0
 in_chroot() { # VERSION CMD...
     local v=$1
     shift
-    ROCM_CHROOT_ROCM=$v "$here/rocm-chroot.sh" run -- env ROCM_VISION_REQUIRE_ROCM=1 ROCM_VISION_CROSS_CACHE="$cross" "$@"
+    # AMD_COMGR_CACHE=0: comgr (under hiprtc) keeps its own cache of compiled code in the
+    # chroot's ~/.cache/comgr, which served a whole rerun's "hiprtc compiles every module" in
+    # 2 s: off, so that every run compiles for real.
+    ROCM_CHROOT_ROCM=$v "$here/rocm-chroot.sh" run -- env ROCM_VISION_REQUIRE_ROCM=1 ROCM_VISION_CROSS_CACHE="$cross" \
+        AMD_COMGR_CACHE=0 "$@"
 }
 
 t0=$(date +%s)
@@ -62,7 +66,12 @@ if ! in_chroot "$build_rocm" "$cargo_bin" test "${CRATES[@]}" >"$log_dir/tests-$
     tail -n 40 "$log_dir/tests-$build_rocm.log" >&2
 fi
 # The executables just built and run (a no-op build: the same environment).
-in_chroot "$build_rocm" "$cargo_bin" test "${CRATES[@]}" --no-run --message-format=json 2>/dev/null >"$log_dir/artifacts.json"
+if ! in_chroot "$build_rocm" "$cargo_bin" test "${CRATES[@]}" --no-run --message-format=json \
+    >"$log_dir/artifacts.json" 2>"$log_dir/artifacts.log"; then
+    tail -n 20 "$log_dir/artifacts.log" >&2
+    echo "rocm-tier2: listing the test executables (cargo test --no-run) failed" >&2
+    exit 1
+fi
 python3 - "$log_dir/artifacts.json" >"$log_dir/executables.txt" <<'PYEOF'
 import json, os, sys
 for line in open(sys.argv[1]):

@@ -13,19 +13,32 @@
 # hiprtc.h, rocblas.h and miopen.h include only files inside these trees, apart from the C
 # library). A plain C compile of all four headers is checked afterwards when gcc exists.
 #
-# Usage: rocm-backend/testing/hip-on-cuda/stage-headers.sh
-# Environment: ROCM_CHROOT (default /opt/rocm-vision/chroot, as scripts/rocm-chroot.sh).
+# Usage: rocm-backend/testing/hip-on-cuda/stage-headers.sh [--rocm 6.4|7.2|all]
+#   6.4 (default): the ROCm 6.4 chroot's headers into .device-carry/rocm-include/
+#   7.2:           the ROCm 7.2 chroot's (scripts/rocm-chroot.sh --rocm 7.2) into
+#                  .device-carry/rocm-include-7.2/; build.sh takes them with
+#                  HOC_ROCM_INCLUDE=.device-carry/rocm-include-7.2
+#   all:           both. The GPU tier builds the library once per header set
+#                  (scripts/gpu-tier.sh) and runs the same test binaries against each.
+# Environment: ROCM_CHROOT (the chroot of the one version asked for; default as
+# scripts/rocm-chroot.sh: /opt/rocm-vision/chroot, /opt/rocm-vision/chroot-rocm7).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
-chroot="${ROCM_CHROOT:-/opt/rocm-vision/chroot}"
+rocm=6.4
+[[ ${1:-} == --rocm ]] && { rocm=${2:?--rocm needs 6.4, 7.2 or all}; shift 2; }
+case $rocm in
+    all) "$0" --rocm 6.4 && exec "$0" --rocm 7.2 ;;
+    6.4) chroot="${ROCM_CHROOT:-/opt/rocm-vision/chroot}"; dest="$repo/.device-carry/rocm-include" ;;
+    7.2) chroot="${ROCM_CHROOT:-/opt/rocm-vision/chroot-rocm7}"; dest="$repo/.device-carry/rocm-include-7.2" ;;
+    *) echo "stage-headers: unknown --rocm $rocm (6.4, 7.2 or all)" >&2; exit 2 ;;
+esac
 src="$chroot/usr/include"
-dest="$repo/.device-carry/rocm-include"
 
 for f in hip/hip_runtime_api.h hip/hiprtc.h hip/hip_version.h rocblas/rocblas.h miopen/miopen.h; do
     [[ -f "$src/$f" ]] || {
-        echo "stage-headers: $src/$f not found; build the chroot first (scripts/rocm-chroot.sh build)" >&2
+        echo "stage-headers: $src/$f not found; build the chroot first (scripts/rocm-chroot.sh --rocm $rocm build)" >&2
         exit 1
     }
 done

@@ -24,9 +24,20 @@
  * the target is a real architecture (sm_XX), so that the driver loads it without JIT; for
  * a virtual target (compute_XX) it returns NUL-terminated PTX.
  */
+#include <hip/hip_version.h>
 #include <hip/hiprtc.h>
 
 #include <nvrtc.h>
+
+/* The string arrays hiprtcCreateProgram and hiprtcCompileProgram take: HIP 7's headers
+ * declare them `const char* const*`, HIP 6's `const char**` (the same pointer: the ABI is
+ * unchanged). A definition must match the headers it is compiled against, exactly as the
+ * real library's does, so the type follows them. */
+#if HIP_VERSION_MAJOR >= 7
+typedef const char* const* hoc_strv;
+#else
+typedef const char** hoc_strv;
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +112,7 @@ hiprtcResult hiprtcVersion(int* major, int* minor) {
 }
 
 hiprtcResult hiprtcCreateProgram(hiprtcProgram* prog, const char* src, const char* name, int numHeaders,
-                                 const char** headers, const char** includeNames) {
+                                 hoc_strv headers, hoc_strv includeNames) {
     if (prog == NULL || src == NULL || numHeaders < 0) RETURN(HIPRTC_ERROR_INVALID_INPUT);
     if (numHeaders > 0 && (headers == NULL || includeNames == NULL)) RETURN(HIPRTC_ERROR_INVALID_INPUT);
     struct _hiprtcProgram* p = calloc(1, sizeof *p);
@@ -186,7 +197,7 @@ static char* concat(const char* a, const char* b) {
 
 /* Translates hiprtc options to NVRTC's. Returns HIPRTC_SUCCESS or INVALID_OPTION (with a
  * line in the program log saying why). */
-static hiprtcResult translate(struct _hiprtcProgram* p, int n, const char** in, struct options* o) {
+static hiprtcResult translate(struct _hiprtcProgram* p, int n, const char* const* in, struct options* o) {
     int have_std = 0;
     for (int i = 0; i < n; ++i) {
         const char* a = in[i];
@@ -241,7 +252,7 @@ static hiprtcResult translate(struct _hiprtcProgram* p, int n, const char** in, 
     return HIPRTC_SUCCESS;
 }
 
-hiprtcResult hiprtcCompileProgram(hiprtcProgram prog, int numOptions, const char** options) {
+hiprtcResult hiprtcCompileProgram(hiprtcProgram prog, int numOptions, hoc_strv options) {
     HOC_TIMED();
     if (prog == NULL) RETURN(HIPRTC_ERROR_INVALID_PROGRAM);
     if (numOptions < 0 || (numOptions > 0 && options == NULL)) RETURN(HIPRTC_ERROR_INVALID_INPUT);
