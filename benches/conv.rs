@@ -14,10 +14,11 @@
 //! benches/anchors/README.md); `--python`, or `ROCM_VISION_PYTHON`, names it.
 
 use candle_core::{DType, Device, Tensor};
-use conv_engine::testing::{CountingAlloc, Realloc};
-use conv_engine::{Conv2dParams, ConvProblem, CpuConv};
-use implicit_gemm::cpu::MicroKernel;
+use conv_cpu::CpuConv;
+use conv_cpu::MicroKernel;
+use conv_engine::{Conv2dParams, ConvProblem};
 use std::time::Instant;
+use test_support::{CountingAlloc, Realloc};
 
 // Growth by copy, as this benchmark has always counted it: the old and the new block both
 // count towards the peak workspace it reports. Large blocks come from the reusing pool the
@@ -184,7 +185,7 @@ fn onnxruntime(args: &Args, shapes: &[Shape], size: usize) -> Result<Vec<Option<
 fn main() {
     let args = parse_args();
     let threads = rayon::current_num_threads();
-    let mut catalog = conv_engine::CpuCatalog::new();
+    let mut catalog = conv_cpu::CpuCatalog::new();
     if let Some(k) = args.kernel {
         catalog = catalog.with_kernel(k);
     }

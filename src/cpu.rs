@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use candle_core::{DType, Tensor, WithDType};
-use implicit_gemm::cpu::Element;
+use conv_cpu::Element;
 use kernels::ops::{BinaryOp, CmpOp, PadMode, PoolOp, ReduceOp, UnaryOp};
 
 fn is_half(dtype: DType) -> bool {

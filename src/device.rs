@@ -1,7 +1,8 @@
 //! Where tensors live and convolutions run.
 
 use crate::error::{Error, Result};
-use conv_engine::{Budget, ConvRounding, CpuConv};
+use conv_cpu::CpuConv;
+use conv_engine::{Budget, ConvRounding};
 use rocm_backend::{RocmConv, RocmDevice};
 use std::collections::HashMap;
 use std::fmt;
@@ -135,7 +136,7 @@ impl Device {
     /// The CPU with a given engine (e.g. restricted to some algorithms).
     ///
     /// ```
-    /// use rocm_vision::conv_engine::CpuConv;
+    /// use rocm_vision::conv_cpu::CpuConv;
     /// use rocm_vision::prelude::*;
     /// let engine = CpuConv::new(Budget::bytes(1 << 30)).with_allowed(&[Algorithm::Direct]);
     /// let device = Device::cpu_with_engine(engine);
@@ -253,7 +254,7 @@ impl Device {
     /// [`ConvRounding::SizeIndependent`] an output pixel's value depends only on the layer
     /// and its inputs, never on the image size, the chunking or the budget, which is what
     /// lossless tiling needs (Real-CUGAN's tiler uses it); on ROCm it gives up library GEMMs
-    /// and split-K, on the CPU the gemm crate ([`conv_engine::CpuCatalog::with_rounding`]). Tensors made on it, and the results of ops on them, carry the setting;
+    /// and split-K, on the CPU the gemm crate ([`conv_cpu::CpuCatalog::with_rounding`]). Tensors made on it, and the results of ops on them, carry the setting;
     /// the handle stays equal to the others of its device (same engine, same budget).
     ///
     /// ```

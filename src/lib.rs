@@ -49,18 +49,21 @@ pub mod weights;
 /// dependency of your own (and so without a version to keep in step).
 pub use candle_core;
 pub use candle_core::DType;
+/// The CPU's convolution catalog and executors, re-exported (a [`Device::cpu_with_engine`]
+/// takes a [`conv_cpu::CpuConv`]).
+pub use conv_cpu;
 /// The convolution engine, re-exported (its [`ConvProblem`](conv_engine::ConvProblem) is
 /// what [`Device::conv_plan`] plans).
 pub use conv_engine;
 pub use conv_engine::ConvError;
-/// The pooling global allocator for programs on the CPU path ([`conv_engine::host_alloc`]).
-pub use conv_engine::host_alloc;
 pub use conv_engine::{
     Activation, Algorithm, Budget, Conv1dParams, Conv2dParams, ConvProblem, ConvRounding, Padding2d, format_bytes,
 };
 pub use device::{Device, DeviceKind, HostBuffer};
 pub use error::{BudgetShortfall, Error, Result};
 pub use exact_sum::{ChannelSums, ExactSum};
+/// The pooling global allocator for programs on the CPU path (`realcugan` installs it).
+pub use host_alloc;
 pub use kernels::ops::{CmpOp, PadMode, ReduceOp};
 pub use rocm_backend::RocmError;
 pub use tensor::{ConvEpilogue, ConvPlanInfo, Tensor};

@@ -608,7 +608,7 @@ mod tests {
     /// The wrappers on a real device against candle's CPU ops (GPU tier; skips otherwise).
     #[test]
     fn wrappers_match_candle_on_the_gpu() {
-        let Some(dev) = conv_engine::testing::device_or_skip(RocmDevice::open(0)) else { return };
+        let Some(dev) = test_support::device_or_skip(RocmDevice::open(0)) else { return };
         let cpu = candle_core::Device::Cpu;
         let x = candle_core::Tensor::randn(0f32, 1.0, (2, 3, 4, 5), &cpu).unwrap();
         let g = RocmTensor::from_candle(&dev, &x).unwrap();

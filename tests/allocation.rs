@@ -3,8 +3,8 @@
 //! It once built an f64 tensor and converted it, 3x an f32 map's bytes (5x f16's) for a
 //! moment, which the VAE's memory plan did not see.
 
-use conv_engine::testing::CountingAlloc;
 use rocm_vision::{DType, Device, Tensor};
+use test_support::CountingAlloc;
 
 #[global_allocator]
 static HEAP: CountingAlloc = CountingAlloc::new();

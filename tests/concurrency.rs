@@ -4,7 +4,8 @@
 //! fault hook's counter sees every allocation). Bounded in time. The GPU half runs the same
 //! on `rocm:0` and skips, saying why, without one.
 
-use conv_engine::{ConvError, CpuConv};
+use conv_cpu::CpuConv;
+use conv_engine::ConvError;
 use rocm_vision::{Algorithm, Budget, Conv2dParams, Device, Error, Tensor};
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! both budgets, `to_device` moves a tensor between them without a copy, and the moved
 //! tensor's convolutions then run under the new handle's budget.
 
-use conv_engine::CpuConv;
+use conv_cpu::CpuConv;
 use rocm_vision::{Algorithm, Budget, Conv2dParams, ConvEpilogue, ConvError, DType, Device, Error, Tensor};
 
 mod common;

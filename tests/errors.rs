@@ -3,7 +3,7 @@
 //! ROCm; a missing GPU is `Error::Rocm` with the backend's no-device variant; both carry a
 //! one-line hint for the tools.
 
-use conv_engine::CpuConv;
+use conv_cpu::CpuConv;
 use rocm_vision::{Algorithm, Budget, Conv2dParams, ConvError, DType, Device, Error, RocmError, Tensor};
 
 mod common;

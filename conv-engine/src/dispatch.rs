@@ -9,8 +9,8 @@
 
 use crate::budget::format_bytes;
 use crate::error::ConvError;
+use crate::geometry::ConvKind;
 use crate::problem::ConvProblem;
-use implicit_gemm::ConvKind;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
@@ -203,7 +203,7 @@ impl BudgetState {
 /// cannot name an algorithm its problem does not fit.
 ///
 /// ```compile_fail,E0451
-/// # fn f(plan: conv_engine::CpuPlan) {
+/// # fn f(plan: conv_engine::Plan<u8>) {
 /// let forged = conv_engine::Plan { algorithm: conv_engine::Algorithm::Gemm1x1, ..plan };
 /// # }
 /// ```

@@ -1,17 +1,18 @@
-//! The convolution engine: what a convolution is ([`ConvProblem`]), which algorithms can
-//! run it and at what workspace cost, the byte-budget [`Dispatcher`] that picks one and
-//! chunks the problem when nothing fits, and the CPU execution of the plans it makes.
+//! The convolution engine's device-neutral core: what a convolution is ([`ConvProblem`],
+//! its [`geometry`] as a GEMM), which algorithms a device offers and at what workspace and
+//! cost ([`AlgorithmCatalog`]), the byte-budget [`Dispatcher`] that picks one and chunks the
+//! problem when nothing fits, the [`Plan`] it records, the rounding policy
+//! ([`ConvRounding`]), workspace metering and the fused [`Epilogue`]'s definition.
 //!
-//! Devices plug in through [`AlgorithmCatalog`]: the CPU's is [`cpu::CpuCatalog`]; the
-//! ROCm backend brings its own.
+//! Nothing here runs a convolution: devices plug in through [`AlgorithmCatalog`] and
+//! execute the plans (`conv-cpu` for the CPU, `rocm-backend` for ROCm), so a GPU build does
+//! not depend on the CPU executors.
 
 pub mod budget;
-pub mod cpu;
 pub mod dispatch;
+pub mod epilogue;
 pub mod error;
-#[cfg(feature = "testing")]
-pub mod fuzz;
-pub mod host_alloc;
+pub mod geometry;
 mod params;
 pub mod problem;
 pub mod reference;
@@ -20,11 +21,11 @@ pub mod testing;
 pub mod workspace;
 
 pub use budget::{Budget, format_bytes};
-pub use cpu::{CpuCatalog, CpuConv, CpuKernel, CpuPlan};
 pub use dispatch::{
     Algorithm, AlgorithmCatalog, BudgetState, Chunk, Chunking, ConvRounding, Dispatcher, Plan, PlanCache,
 };
+pub use epilogue::{Activation, Epilogue};
 pub use error::ConvError;
-pub use implicit_gemm::{Activation, Epilogue};
+pub use geometry::{ConvGeometry, ConvKind, GemmDims, Phase, Tap};
 pub use problem::{Conv1dParams, Conv2dParams, ConvDType, ConvProblem, Padding2d, Rank};
 pub use workspace::{MeteredBuffer, WorkspaceMeter};

@@ -1,7 +1,7 @@
 //! `ConvProblem`: one convolution call, validated.
 
 use crate::error::ConvError;
-use implicit_gemm::{ConvGeometry, ConvKind};
+use crate::geometry::{ConvGeometry, ConvKind};
 use std::fmt;
 
 /// Element type of a convolution's tensors. Arithmetic always accumulates in f32.

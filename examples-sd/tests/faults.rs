@@ -8,10 +8,10 @@
 mod common;
 
 use common::*;
-use conv_engine::testing::CountingAlloc;
 use conv_engine::{Budget, ConvError};
 use examples_sd::SdError;
 use rocm_vision::{DType, Device, Error, Tensor, Weights};
+use test_support::CountingAlloc;
 
 #[global_allocator]
 static HEAP: CountingAlloc = CountingAlloc::new();

@@ -3,9 +3,9 @@
 //! zero panics, and no allocation past what the file backs. Its own test binary, so the
 //! counting allocator sees only it.
 
-use conv_engine::fuzz::{Rng, fuzz, replace_number};
-use conv_engine::testing::CountingAlloc;
 use std::time::Duration;
+use test_support::CountingAlloc;
+use test_support::fuzz::{Rng, fuzz, replace_number};
 
 #[global_allocator]
 static HEAP: CountingAlloc = CountingAlloc::new();

@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
-use conv_engine::testing::CountingAlloc;
 use examples_sd::{DecodePlan, Decoder, Encoder};
 use rocm_vision::{DType, Device, Tensor, format_bytes};
 use std::sync::Mutex;
+use test_support::CountingAlloc;
 
 #[global_allocator]
 static HEAP: CountingAlloc = CountingAlloc::new();
@@ -105,7 +105,7 @@ fn check(device: &Device, dtype: DType, latent: usize, budget: Option<usize>) ->
 /// cache, across the process, and a plan cached by another test (made with other bytes
 /// live) is reused where it fits, which the walk does not model.
 fn fresh_cpu() -> Device {
-    Device::cpu_with_engine(conv_engine::CpuConv::default())
+    Device::cpu_with_engine(conv_cpu::CpuConv::default())
 }
 
 #[test]

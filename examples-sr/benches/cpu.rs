@@ -94,7 +94,7 @@ fn main() {
     let side = a.size + 2 * up.prepadding();
     let flops = net.flops(side, side).expect("shapes") as f64;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("conv engine: {}", conv_engine::AlgorithmCatalog::device_key(&conv_engine::CpuCatalog::new()));
+    println!("conv engine: {}", conv_engine::AlgorithmCatalog::device_key(&conv_cpu::CpuCatalog::new()));
     println!(
         "Real-CUGAN {variant}, {n}x{n} image (net input {side}x{side}), f32, {threads} CPU threads, {} runs after a warm-up",
         a.runs,
@@ -139,7 +139,7 @@ fn main() {
     // The same network on implicit GEMM alone (examples-sr's CPU device before Winograd):
     // what Winograd gains, in the same rounds.
     let igemm_device = rocm_vision::Device::cpu_with_engine(
-        conv_engine::CpuConv::new(Budget::bytes(64 << 20)).with_allowed(&[conv_engine::Algorithm::ImplicitGemm]),
+        conv_cpu::CpuConv::new(Budget::bytes(64 << 20)).with_allowed(&[conv_engine::Algorithm::ImplicitGemm]),
     );
     let igemm_up = variant.load(&a.model_dir, DType::F32, &igemm_device).expect("model loads");
     // A tensor runs its convolutions on its own device's engine: the input must be made on

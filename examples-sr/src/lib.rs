@@ -33,7 +33,8 @@ pub mod upscale;
 
 use std::path::PathBuf;
 
-use conv_engine::{Budget, ConvRounding, CpuConv};
+use conv_cpu::CpuConv;
+use conv_engine::{Budget, ConvRounding};
 use rocm_vision::Device;
 
 /// Everything that can go wrong upscaling an image.

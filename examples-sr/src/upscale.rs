@@ -250,7 +250,7 @@ impl Upscaler {
         }
         // The CPU engine may run the 3x3 layers with Winograd, whose rounding depends on a
         // pixel's place on the transform grid (see the module doc); no GPU algorithm does.
-        let grid = if net.device().is_cpu() { conv_engine::cpu::WINOGRAD_GRID } else { 1 };
+        let grid = if net.device().is_cpu() { conv_cpu::WINOGRAD_GRID } else { 1 };
         let ga = net.grid_align(grid);
         let tile_align = (1..=multiple).map(|k| k * ga).find(|v| v % multiple == 0).unwrap_or(ga * multiple);
         Ok(Upscaler {

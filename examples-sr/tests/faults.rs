@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use conv_engine::ConvError;
-use conv_engine::testing::CountingAlloc;
 use examples_sr::upscale::{Options, TileSize};
+use test_support::CountingAlloc;
 
 #[global_allocator]
 static HEAP: CountingAlloc = CountingAlloc::new();

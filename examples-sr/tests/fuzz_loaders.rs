@@ -5,12 +5,12 @@
 //! format, zero panics, and no single allocation larger than the input justifies. One
 //! test in its own binary, so the counting allocator sees only it.
 
-use conv_engine::fuzz::{FuzzReport, Rng, fuzz, replace_number};
-use conv_engine::testing::CountingAlloc;
 use examples_sr::ncnn::NcnnModel;
 use examples_sr::ncnn::bin::{TAG_FP16, TAG_FP32, TAG_FP32_RAW};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use test_support::CountingAlloc;
+use test_support::fuzz::{FuzzReport, Rng, fuzz, replace_number};
 
 #[global_allocator]
 static HEAP: CountingAlloc = CountingAlloc::new();

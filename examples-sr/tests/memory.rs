@@ -5,8 +5,8 @@
 
 mod common;
 
-use conv_engine::testing::CountingAlloc;
 use rocm_vision::{DType, Tensor};
+use test_support::CountingAlloc;
 
 #[global_allocator]
 static HEAP: CountingAlloc = CountingAlloc::new();

@@ -1,18 +1,13 @@
-//! Convolution as implicit GEMM.
+//! The NHWC layout math of the GPU's implicit-GEMM kernels ([`nhwc`]: band, channel slots,
+//! phases, workspace), checked here on the CPU.
 //!
-//! [`geometry`] holds the index math shared by every device: the conv-as-GEMM view, the
-//! input coordinates each (output pixel, filter tap) reads, and the phase split that maps a
-//! transposed convolution onto the same product. [`nhwc`] is the channels-last layout of
-//! the GPU's implicit-GEMM kernels (band, channel slots, phases), checked here on the CPU.
-//! [`cpu`] is the CPU executor.
+//! The conv-as-GEMM geometry and the epilogue's definition moved to `conv-engine` (the
+//! device-neutral core) and the CPU executor to `conv-cpu`; they are re-exported here so
+//! that `rocm-backend`'s `implicit_gemm::...` imports keep working until it names
+//! `conv_engine` directly. Where `nhwc` itself lives is still to be decided (beside the
+//! GPU code that uses it).
 
-pub mod cpu;
-pub mod epilogue;
-pub mod geometry;
 pub mod nhwc;
 
-pub use epilogue::{Activation, Epilogue};
-pub use geometry::{ConvGeometry, ConvKind, GemmDims, Phase, Tap};
-
-#[cfg(test)]
-mod tests;
+pub use conv_engine::epilogue::{self, Activation, Epilogue};
+pub use conv_engine::geometry::{self, ConvGeometry, ConvKind, GemmDims, Phase, Tap};

@@ -4,7 +4,7 @@
 //! `igemm_mma.hip` run one launch per phase). Device-independent, so that the CPU tests
 //! check it index for index against the f64 reference.
 
-use crate::geometry::{ConvGeometry, ConvKind, Phase, phases};
+use conv_engine::geometry::{ConvGeometry, ConvKind, Phase, phases};
 use kernels::Conv2dParams;
 use std::ops::Range;
 
@@ -226,8 +226,9 @@ mod tests {
     //! the f64 reference for every chunking a dispatcher can choose, forward and
     //! transposed.
     use super::*;
-    use crate::tests::{random_geometry, reference};
+    use conv_engine::reference::conv_geometry_f64 as reference;
     use rand::{Rng, SeedableRng, rngs::StdRng};
+    use test_support::random_geometry;
 
     /// What the kernels compute for `images` images and output `rows`, written into `out`.
     #[allow(clippy::too_many_arguments)]

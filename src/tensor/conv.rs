@@ -12,7 +12,7 @@ pub type ConvEpilogue<'a> = conv_engine::Epilogue<&'a Tensor>;
 
 /// The plan a convolution ran, on its device ([`Tensor::conv_with_plan`]).
 pub(super) enum RanPlan {
-    Cpu(conv_engine::CpuPlan),
+    Cpu(conv_cpu::CpuPlan),
     Rocm(rocm_backend::conv::RocmPlan),
 }
 

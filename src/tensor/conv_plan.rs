@@ -225,7 +225,7 @@ impl Tensor {
 #[cfg(test)]
 mod tests {
     use crate::prelude::*;
-    use conv_engine::CpuConv;
+    use conv_cpu::CpuConv;
 
     /// The plan returned is the one that ran: an engine restricted to one algorithm reports
     /// it, and a budget too small for the whole problem shows as chunks.

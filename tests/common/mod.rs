@@ -5,8 +5,8 @@ use rocm_vision::Device;
 
 /// `SKIPPED <test>: <reason>` on stderr, past the harness's capture.
 #[allow(unused_imports)] // each test binary uses its own subset
-pub use conv_engine::testing::skipped;
+pub use test_support::skipped;
 
 pub fn gpu() -> Option<Device> {
-    conv_engine::testing::device_or_skip(Device::rocm(0))
+    test_support::device_or_skip(Device::rocm(0))
 }

@@ -79,10 +79,10 @@ pub fn rewrite_weights(src: &Path, dst: &Path, rename: impl Fn(&str) -> String) 
 
 /// `SKIPPED <test>: <reason>` on stderr, past the harness's capture.
 #[allow(unused_imports)] // each test binary uses its own subset
-pub use conv_engine::testing::skipped;
+pub use test_support::skipped;
 
 /// The first ROCm device, or `None` after a `SKIPPED` line; with
 /// `ROCM_VISION_REQUIRE_GPU=1` (the GPU tier) a missing device fails the test instead.
 pub fn rocm_or_skip() -> Option<Device> {
-    conv_engine::testing::device_or_skip(Device::rocm(0))
+    test_support::device_or_skip(Device::rocm(0))
 }

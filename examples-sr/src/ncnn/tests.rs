@@ -518,14 +518,10 @@ fn models_dir() -> PathBuf {
 fn real_models() -> Option<Vec<(&'static str, NcnnModel)>> {
     let dir = models_dir();
     if !dir.is_dir() {
-        // Directly on stderr: the harness drops a passing test's captured `eprintln!`.
-        use std::io::Write;
-        let line = format!(
-            "SKIPPED {}: {} does not exist; run scripts/fetch-models.sh to test the real Real-CUGAN files\n",
-            std::thread::current().name().unwrap_or("a test"),
+        test_support::skipped(format!(
+            "{} does not exist; run scripts/fetch-models.sh to test the real Real-CUGAN files",
             dir.display()
-        );
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        ));
         return None;
     }
     let models = VARIANTS

@@ -2,8 +2,8 @@
 //! dtype, each blob gets its size relative to the net input and its last reader, and each
 //! skip-connection add learns whether it may overwrite an operand.
 
+use conv_engine::ConvKind;
 use conv_engine::{ConvError, ConvProblem};
-use implicit_gemm::ConvKind;
 use rocm_vision::{Conv2dParams, DType, Device, Padding2d, Tensor};
 
 use super::analysis::{PoolInfo, Ratio, lcm};

@@ -19,7 +19,7 @@
 //! scale it); the tiler gives a tile enough extra input beyond its own part that
 //! the part it keeps (its SE-pooled region and its output) stays clear of the margin.
 
-use implicit_gemm::ConvKind;
+use conv_engine::ConvKind;
 
 use super::analysis::{Ratio, Shape, lcm};
 use super::graph::NodeKind;

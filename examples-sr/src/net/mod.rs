@@ -32,7 +32,7 @@ mod shed;
 
 use std::sync::Mutex;
 
-use implicit_gemm::ConvKind;
+use conv_engine::ConvKind;
 use rocm_vision::{ConvRounding, DType, Device};
 
 use crate::Error;

@@ -12,7 +12,7 @@ use rocm_vision::{Budget, DType, Device};
 
 /// `SKIPPED <test>: <reason>` on stderr, past the harness's capture.
 #[allow(unused_imports)] // each test binary uses its own subset
-pub use conv_engine::testing::skipped;
+pub use test_support::skipped;
 
 pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -122,5 +122,5 @@ pub fn synthetic(width: usize, height: usize, channels: usize, seed: u32) -> Ima
 /// ROCm GPU 0 (with its allocator's budget set to `budget` when given), or `None` after
 /// printing why the test skips (`ROCM_VISION_REQUIRE_GPU=1` makes a missing GPU a failure).
 pub fn rocm_or_skip(budget: Option<Budget>) -> Option<Device> {
-    conv_engine::testing::device_or_skip(budget.map_or_else(|| Device::rocm(0), |b| Device::rocm_with_budget(0, b)))
+    test_support::device_or_skip(budget.map_or_else(|| Device::rocm(0), |b| Device::rocm_with_budget(0, b)))
 }
