@@ -11,7 +11,7 @@ use common::*;
 use conv_engine::{Budget, ConvError};
 use examples_sd::SdError;
 use rocm_vision::{DType, Device, Error, Tensor, Weights};
-use test_support::CountingAlloc;
+use test_support::{CountingAlloc, fail_every_allocation};
 
 #[global_allocator]
 static HEAP: CountingAlloc = CountingAlloc::new();
@@ -34,51 +34,20 @@ fn vae_decode_fails_cleanly_at_every_allocation() {
     assert_eq!(again, reference);
     assert!(per_run >= 20, "a decode makes {per_run} engine allocations");
 
-    // Two rounds of the same failures: the first may grow what is made once per thread
-    // (the gemm crate's packing buffers of a rayon thread that had not packed yet: 1 MiB
-    // seen on CI, bounded below); the second must leave the heap where it was.
-    let mut first_round_growth = 0isize;
-    let mut worst_heap_drift = 0isize;
-    let mut heap_at_start = HEAP.current() as isize;
-    for round in 0..2 {
-        if round == 1 {
-            first_round_growth = HEAP.current() as isize - heap_at_start;
-            heap_at_start = HEAP.current() as isize;
-            worst_heap_drift = 0;
-        }
-        for n in 1..=per_run {
-            let heap = HEAP.current();
-            meter.fail_nth_allocation(Some(n));
-            let r = dec.decode(&latents, &mut |_, _| {});
-            match &r {
-                Err(SdError::Lib(Error::Conv(ConvError::AllocationFailed { injected: true, bytes, .. }))) => {
-                    assert!(*bytes > 0, "allocation {n}");
-                }
-                other => panic!(
-                    "allocation {n} of {per_run}: expected the injected fault, got {:?}",
-                    other.as_ref().map(|t| t.dims().to_vec())
-                ),
+    fail_every_allocation(&HEAP, meter, per_run, |n| {
+        let r = dec.decode(&latents, &mut |_, _| {});
+        match &r {
+            Err(SdError::Lib(Error::Conv(ConvError::AllocationFailed { injected: true, bytes, .. }))) => {
+                assert!(*bytes > 0, "allocation {n}");
             }
-            let msg = r.err().unwrap().to_string();
-            assert!(msg.contains("injected fault") && msg.contains("bytes"), "{msg}");
-            assert_eq!(meter.current_bytes(), 0, "allocation {n}: workspace still held after the error");
-            let drift = HEAP.current() as isize - heap as isize;
-            worst_heap_drift = worst_heap_drift.max(drift.abs());
+            other => panic!(
+                "allocation {n} of {per_run}: expected the injected fault, got {:?}",
+                other.as_ref().map(|t| t.dims().to_vec())
+            ),
         }
-    }
-    meter.fail_nth_allocation(None);
-    let total_drift = HEAP.current() as isize - heap_at_start;
-    println!(
-        "heap after the first round of {per_run} failed runs: {first_round_growth:+} bytes (made once per thread); \
-         after the second: {total_drift:+} bytes"
-    );
-    assert!(first_round_growth.abs() <= 16 << 20, "the first round grew the heap by {first_round_growth} bytes");
-    assert!(total_drift.abs() <= 4096, "the failed runs left {total_drift} bytes behind");
+        let msg = r.err().unwrap().to_string();
+        assert!(msg.contains("injected fault") && msg.contains("bytes"), "{msg}");
+    });
     let after = dec.decode(&latents, &mut |_, _| {}).expect("decode after the faults").to_vec::<f32>().unwrap();
     assert_eq!(after, reference, "the device decodes as before");
-    println!(
-        "{per_run} engine allocations per decode, each failed once: clean errors, workspace 0 after each, heap drift at most {worst_heap_drift} bytes"
-    );
-    // Nothing the failed runs made stays behind (a few hundred bytes of lazily made state at most).
-    assert!(worst_heap_drift <= 4096, "heap grew by {worst_heap_drift} bytes after a failed decode");
 }

@@ -1,6 +1,6 @@
 //! Test and benchmark support for every crate of the workspace, taken as a dev-dependency
 //! only: the counting global allocator ([`CountingAlloc`]), the seeded mutation fuzzer of
-//! the loaders ([`fuzz`]), random convolution problems ([`RandomConv2d`],
+//! the loaders ([`fuzz`]), the models' fault-injection loop ([`fail_every_allocation`]), random convolution problems ([`RandomConv2d`],
 //! [`random_geometry`]), the epilogue's activations in f64 ([`activation_f64`]) and the one
 //! way a test says it checked nothing ([`skipped`], [`device_or_skip`]).
 //!
@@ -9,10 +9,12 @@
 //! documentation.
 
 mod counting_alloc;
+mod faults;
 pub mod fuzz;
 
 pub use conv_engine::testing::{Channels, RandomConv2d, activation_f64, device_or_skip, skipped};
 pub use counting_alloc::{CountingAlloc, Realloc};
+pub use faults::fail_every_allocation;
 
 use conv_engine::geometry::{ConvGeometry, ConvKind};
 use rand::{Rng, rngs::StdRng};
