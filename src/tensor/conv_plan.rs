@@ -121,9 +121,8 @@ impl Device {
         match self.rocm_context() {
             None => self.conv_plan(problem),
             Some(ctx) => {
-                let state = conv_engine::BudgetState { budget: ctx.device.allocator().stats().budget, live };
                 let dispatcher = ctx.conv.dispatcher_for(self.conv_rounding());
-                let plan = dispatcher.plan(problem, state)?;
+                let plan = dispatcher.plan(problem, ctx.budget_with_live(live))?;
                 Ok(ConvPlanInfo::from_plan(dispatcher.catalog().device_key(), &plan))
             }
         }
