@@ -184,7 +184,7 @@ fn two_processes_fill_one_cache_at_once() {
         .map(|(x, _)| x.module.as_str())
         .collect();
     assert!(!overlapping.is_empty(), "no module compiled by both writers at once: {ra:?} {rb:?}");
-    assert!(compiles >= modules().len() + 1, "{compiles} compiles");
+    assert!(compiles > modules().len(), "{compiles} compiles");
     let left = temporaries(&dir);
     assert!(left.is_empty(), "temporaries left behind: {left:?}");
     for m in modules() {
