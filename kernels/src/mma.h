@@ -54,7 +54,17 @@
 // Whether the target runs 32-lane waves (NVIDIA, RDNA in its default wave32 mode): the
 // RDNA emulations need it. On wave64 targets (CDNA) their entry points exist -- every
 // module exports the same symbols everywhere -- but trap; the host never launches them there.
-#if defined(RV_CUDA) || !defined(__HIP_DEVICE_COMPILE__) || (defined(__AMDGCN_WAVEFRONT_SIZE__) && __AMDGCN_WAVEFRONT_SIZE__ == 32)
+// clang up to 21 (ROCm 6.4) defines __AMDGCN_WAVEFRONT_SIZE__; clang 22 (ROCm 7.2) no longer
+// does, so there the family decides: gfx10/11/12 default to wave32 (we never pass
+// -mwavefrontsize64), gfx9 (GCN, CDNA) is wave64.
+#if defined(__AMDGCN_WAVEFRONT_SIZE__)
+#define RV_MMA_WAVE_LANES __AMDGCN_WAVEFRONT_SIZE__
+#elif defined(__GFX10__) || defined(__GFX11__) || defined(__GFX12__)
+#define RV_MMA_WAVE_LANES 32
+#else
+#define RV_MMA_WAVE_LANES 64
+#endif
+#if defined(RV_CUDA) || !defined(__HIP_DEVICE_COMPILE__) || RV_MMA_WAVE_LANES == 32
 #define RV_MMA_WAVE32 1
 #endif
 
