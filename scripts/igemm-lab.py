@@ -13,7 +13,15 @@ Inputs are NHWC with cgp = C rounded up to the 16-byte vector (what igemm_pack_i
 writes), weights [K][R][S][cgp] (igemm_pack_weight's layout), outputs NCHW through the
 strided view (os_x = 1) -- or NHWC (os_c = 1) with --nhwc-out. Times are CUDA-event
 medians of --reps launches, after warm-up; ratios are against cuDNN measured in the same
-run on the same tensors. -D NAME[=VALUE] passes defines to NVRTC (kernel experiments).
+run on the same tensors. -D NAME[=VALUE] passes defines to NVRTC (kernel experiments);
+--variant NAME=-DA=1,-DB=2 (repeatable) compiles the source once more with those defines
+and checks / times it beside the others in the same process, on the same tensors:
+
+    scripts/igemm-lab.py --bench --variant raster=-DRV_IG_RASTER=1 --variant stages=-DRV_IG_NV_SMEM_KIB=96
+
+The kernels take dynamic shared memory on NVIDIA: the launch passes the bytes the source's
+formula gives (rv_igemm_nhwc::SMEM, repeated in smem_bytes below and in
+kernels::IgemmNhwcConfig::shared_bytes) and raises the function's limit above 48 KiB.
 
 Exit status: 0 when every check passed.
 """
@@ -80,6 +88,7 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--nhwc-out", action="store_true", help="write the output NHWC (os_c = 1)")
     ap.add_argument("-D", action="append", default=[], dest="defines")
+    ap.add_argument("--variant", action="append", default=[], help="NAME=-DA=1,-DB=2: another build of the source, compared in the same run")
     ap.add_argument("--arch", default=None, help="NVRTC --gpu-architecture (default: the GPU's sm_XY)")
     a = ap.parse_args()
 
@@ -100,52 +109,82 @@ def main():
     nvrtc = nvc.Nvrtc(lib)
     src = open(SRC).read()
     headers = {h: open(os.path.join(REPO, "kernels", "src", h)).read() for h in ("prelude.h", "mma.h")}
-    opts = [f"--gpu-architecture={arch}", f"-I{inc}", "--std=c++17"] + [f"-D{d}" for d in a.defines]
-    if os.path.isdir(os.path.join(inc, "cccl")):
-        opts.append(f"-I{os.path.join(inc, 'cccl')}")
-    ok, ptx, log = nvrtc.compile(src, "igemm_mma.hip", headers, opts)
-    if not ok:
-        print(log)
-        return 1
-    print(f"igemm-lab: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-          f"NVRTC {nvrtc.version} {arch} {' '.join('-D' + d for d in a.defines)}", flush=True)
     cuda = ctypes.CDLL("libcuda.so.1")
-    mod = ctypes.c_void_p()
-    r = cuda.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(ptx))
-    if r != 0:
-        print(f"cuModuleLoadData: {r}")
-        return 1
+    variants = [("base", [])] + [(v.split("=", 1)[0], [d[2:] if d.startswith("-D") else d for d in v.split("=", 1)[1].split(",") if d])
+                                 for v in a.variant]
+    if a.ncu_one:  # only the variant profiled
+        want_v = (a.ncu_one.split(":")[3:] or ["base"])[0]
+        variants = [v for v in variants if v[0] == want_v]
+
+    def build(v):
+        defs = a.defines + v[1]
+        opts = [f"--gpu-architecture={arch}", f"-I{inc}", "--std=c++17"] + [f"-D{d}" for d in defs]
+        if os.path.isdir(os.path.join(inc, "cccl")):
+            opts.append(f"-I{os.path.join(inc, 'cccl')}")
+        return defs, nvrtc.compile(src, "igemm_mma.hip", headers, opts, cubin=True)
+
+    # NVRTC runs outside the GIL: the variants compile in parallel.
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(len(variants), os.cpu_count() or 1))) as pool:
+        built = list(pool.map(build, variants))
+    modules = {}
+    for (vname, _), (defs, (ok, cubin, log)) in zip(variants, built):
+        if not ok:
+            print(f"variant {vname}: compile failed\n{log}")
+            return 1
+        mod = ctypes.c_void_p()
+        r = cuda.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(cubin))
+        if r != 0:
+            print(f"variant {vname}: cuModuleLoadData: {r}")
+            return 1
+        kib = next((int(d.split("=", 1)[1]) for d in defs if d.startswith("RV_IG_NV_SMEM_KIB=")), None)
+        modules[vname] = {"mod": mod, "defs": defs, "smem_kib": kib}
+    print(f"igemm-lab: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"NVRTC {nvrtc.version} {arch}; variants: " + "; ".join(f"{v} [{' '.join('-D' + d for d in m['defs'])}]" for v, m in modules.items()),
+          flush=True)
     funcs = {}
 
-    def fn(sym):
-        if sym not in funcs:
+    def smem_bytes(cfg, kib, elem):
+        """rv_igemm_nhwc::SMEM * 16: the pipeline's stages or the epilogue's slice, the larger."""
+        stage = (cfg["bm"] + cfg["bn"]) * 4
+        stages = cfg["stages"] if kib is None else max(2, min(8, kib * 1024 // (stage * 16)))
+        sw = min(max(16, 4096 // cfg["bm"]), cfg["bn"])
+        epi = (sw * (cfg["bm"] + 4) + 3) // 4
+        return max(stages * stage, epi) * 16, stages
+
+    def fn(vname, sym, smem=0):
+        key = (vname, sym)
+        if key not in funcs:
             f = ctypes.c_void_p()
-            if cuda.cuModuleGetFunction(ctypes.byref(f), mod, sym.encode()) != 0:
+            if cuda.cuModuleGetFunction(ctypes.byref(f), modules[vname]["mod"], sym.encode()) != 0:
                 raise KeyError(sym)
+            if smem > 48 * 1024:
+                r = cuda.cuFuncSetAttribute(f, 8, ctypes.c_int(smem))  # MAX_DYNAMIC_SHARED_SIZE_BYTES
+                if r != 0:
+                    raise RuntimeError(f"cuFuncSetAttribute({sym}, {smem}): {r}")
             regs = ctypes.c_int()
             cuda.cuFuncGetAttribute(ctypes.byref(regs), 4, f)  # CU_FUNC_ATTRIBUTE_NUM_REGS
-            smem = ctypes.c_int()
-            cuda.cuFuncGetAttribute(ctypes.byref(smem), 1, f)  # SHARED_SIZE_BYTES
             local = ctypes.c_int()
             cuda.cuFuncGetAttribute(ctypes.byref(local), 3, f)  # LOCAL_SIZE_BYTES
-            funcs[sym] = (f, f"{regs.value} regs, {smem.value} B LDS, {local.value} B local")
-        return funcs[sym][0]
+            funcs[key] = (f, f"{regs.value} regs, {smem} B shared, {local.value} B local")
+        return funcs[key][0]
 
-    def launch(sym, grid, block, args, smem=0):
+    def launch(vname, sym, grid, block, args, smem=0):
         holders = [ctypes.c_void_p(x.data_ptr()) if isinstance(x, torch.Tensor) else ctypes.c_void_p(0) if x is None else x
                    for x in args]
         params = (ctypes.c_void_p * len(holders))(*[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        r = cuda.cuLaunchKernel(fn(sym), *[ctypes.c_uint(x) for x in grid], *[ctypes.c_uint(x) for x in block],
+        r = cuda.cuLaunchKernel(fn(vname, sym, smem), *[ctypes.c_uint(x) for x in grid], *[ctypes.c_uint(x) for x in block],
                                 ctypes.c_uint(smem), stream, params, ctypes.c_void_p(0))
         if r != 0:
-            raise RuntimeError(f"cuLaunchKernel({sym}): {r}")
+            raise RuntimeError(f"cuLaunchKernel({sym}, smem {smem}): {r}")
 
     configs = {}
     for m in EXPORT.finditer(src):
         kind, base, dt, bm, bn, ta, tb, stages = m.groups()
         name = base.split("_", 2)[2]
-        configs.setdefault(name, {"kind": kind, "bm": int(bm), "bn": int(bn), "a": int(ta), "b": int(tb), "dtypes": []})
+        configs.setdefault(name, {"kind": kind, "bm": int(bm), "bn": int(bn), "a": int(ta), "b": int(tb), "stages": int(stages),
+                                  "dtypes": []})
         configs[name]["dtypes"].append(dt)
     if a.configs:
         configs = {k: v for k, v in configs.items() if k in a.configs.split(",")}
@@ -170,7 +209,7 @@ def main():
                        pad_w=pad, dil_h=1, dil_w=1, groups=groups)
         return x, wt, xn.contiguous(), wp.contiguous(), g, cgp
 
-    def run_ours(cfg_name, dt, g, cgp, xn, wp, bias, res, out, splits=1, partial=None):
+    def run_ours(vname, cfg_name, dt, g, cgp, xn, wp, bias, res, out, splits=1, partial=None):
         cfg = configs[cfg_name]
         kind = "simt" if cfg["kind"] == "SIMT" else "mma"
         sym = f"igemm_{kind}_{cfg_name}_{dt}"
@@ -183,7 +222,15 @@ def main():
         else:
             os_ = (g.k * g.p * g.q, g.p * g.q, g.q, 1)
         ep = Epilogue(act=0, alpha=0.0, scale=1.0, reserved=0)
-        launch(sym, grid, (threads, 1, 1), [g, i32(cgp), i32(splits), ep, *[i64(v) for v in os_], xn, wp, bias, res, partial, out])
+        smem, _ = smem_bytes(cfg, modules[vname]["smem_kib"], 4 if dt == "f32" else 2)
+        if splits == 1:
+            launch(vname, sym, grid, (threads, 1, 1),
+                   [g, i32(cgp), i32(1), ep, *[i64(v) for v in os_], xn, wp, bias, res, None, out], smem)
+        else:
+            launch(vname, sym, grid, (threads, 1, 1),
+                   [g, i32(cgp), i32(splits), ep, *[i64(v) for v in os_], xn, wp, None, None, partial, None], smem)
+            launch(vname, f"igemm_splitk_{dt}", (min(4096, (g.k * ((M + 3) // 4) + 255) // 256), 1, 1), (256, 1, 1),
+                   [g, i32(splits), ep, *[i64(v) for v in os_], partial, bias, res, out])
         return sym
 
     def out_tensor(g, dt):
@@ -192,6 +239,7 @@ def main():
         return torch.empty(g.n, g.k, g.p, g.q, device=dev, dtype=TD[dt])
 
     failures = []
+    checked = 0
     if a.check:
         for dt in a.dtypes.split(",") + ["f32"]:
             for case in CHECK_CASES:
@@ -202,21 +250,27 @@ def main():
                 res = torch.randn(want0.shape, device=dev).to(TD[dt])
                 if a.nhwc_out:
                     res = res.contiguous(memory_format=torch.channels_last)
-                for cfg_name, cfg in configs.items():
-                    if dt not in cfg["dtypes"]:
-                        continue
-                    for with_ep in (False, True):
-                        out = out_tensor(g, dt)
-                        out.fill_(float("nan"))
-                        want = want0 + (bias.double().view(1, -1, 1, 1) + res.double() if with_ep else 0)
-                        sym = run_ours(cfg_name, dt, g, cgp, xn, wp, bias if with_ep else None, res if with_ep else None, out)
-                        torch.cuda.synchronize()
-                        err = (out.double() - want).abs().max().item()
-                        scale = want.abs().max().item()
-                        tol = {"f16": 4e-3, "bf16": 2e-2, "f32": 2e-5}[dt] * scale
-                        if not err <= tol:
-                            failures.append(f"{sym} {case} epilogue={with_ep}: max error {err:.3g} (scale {scale:.3g})")
-        print(f"--check: {len(failures)} failures over {len(configs)} configs x {len(CHECK_CASES)} cases")
+                M = n * want0.shape[2] * want0.shape[3]
+                for vname in modules:
+                    for cfg_name, cfg in configs.items():
+                        if dt not in cfg["dtypes"]:
+                            continue
+                        for with_ep, splits in ((False, 1), (True, 1), (True, 3)):
+                            out = out_tensor(g, dt)
+                            out.fill_(float("nan"))
+                            partial = torch.full((splits, k, M), float("nan"), device=dev) if splits > 1 else None
+                            want = want0 + (bias.double().view(1, -1, 1, 1) + res.double() if with_ep else 0)
+                            sym = run_ours(vname, cfg_name, dt, g, cgp, xn, wp, bias if with_ep else None,
+                                           res if with_ep else None, out, splits, partial)
+                            torch.cuda.synchronize()
+                            err = (out.double() - want).abs().max().item()
+                            scale = want.abs().max().item()
+                            tol = {"f16": 4e-3, "bf16": 2e-2, "f32": 2e-5}[dt] * scale
+                            if not err <= tol:
+                                failures.append(f"{vname} {sym} {case} epilogue={with_ep} splits={splits}: max error {err:.3g} (scale {scale:.3g})")
+                            checked += 1
+        print(f"--check: {len(failures)} failures in {checked} runs ({len(modules)} variants x {len(configs)} configs x "
+              f"{len(CHECK_CASES)} cases x 3 dtypes x (plain, epilogue, split-K 3 with epilogue))")
         for f in failures:
             print("  FAIL " + f)
 
@@ -240,13 +294,14 @@ def main():
         shapes = [s for s in SHAPES if any(s[0] == x or s[0].startswith(x) for x in want)]
 
     if a.ncu_one:
-        sname, cfg_name, dt = a.ncu_one.split(":")
+        sname, cfg_name, dt, *rest = a.ncu_one.split(":")
+        vname = rest[0] if rest else "base"
         s = next(s for s in SHAPES if s[0] == sname)
         _, n, c, h, w, k, r, stride, pad = s
         x, wt, xn, wp, g, cgp = prepare(n, c, h, w, k, r, stride, pad, 1, dt)
         out = out_tensor(g, dt)
         for _ in range(2):
-            sym = run_ours(cfg_name, dt, g, cgp, xn, wp, None, None, out)
+            sym = run_ours(vname, cfg_name, dt, g, cgp, xn, wp, None, None, out)
         torch.cuda.synchronize()
         xc = x.contiguous(memory_format=torch.channels_last)
         wc = wt.contiguous(memory_format=torch.channels_last)
@@ -255,18 +310,19 @@ def main():
         torch.cuda.synchronize()
         # The profiled pair (ncu --nvtx --nvtx-include profile/): ours, then cuDNN's choice.
         torch.cuda.nvtx.range_push("profile")
-        run_ours(cfg_name, dt, g, cgp, xn, wp, None, None, out)
+        run_ours(vname, cfg_name, dt, g, cgp, xn, wp, None, None, out)
         F.conv2d(xc, wc, None, stride, pad)
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
-        print(f"--ncu-one: {sym} {funcs[sym][1]}, then cuDNN NHWC, inside the NVTX range 'profile'")
+        print(f"--ncu-one: {vname} {sym} {funcs[(vname, sym)][1]}, then cuDNN NHWC, inside the NVTX range 'profile'")
 
     if a.bench:
-        print("| shape | dtype | cuDNN NHWC ms | best ours | ms | TFLOP/s | / cuDNN | all configs (ms) |")
-        print("| --- | --- | ---: | --- | ---: | ---: | ---: | --- |")
-        ratios = []
-        for s in shapes:
-            sname, n, c, h, w, k, r, stride, pad = s
+        vnames = list(modules)
+        print("| shape | dtype | cuDNN NHWC ms | " + " | ".join(f"{v}: best | ms | / cuDNN" for v in vnames) + " | all (variant config ms) |")
+        print("| --- | --- | ---: | " + " | ".join("--- | ---: | ---:" for _ in vnames) + " | --- |")
+        ratios = {v: [] for v in vnames}
+        for sh in shapes:
+            sname, n, c, h, w, k, r, stride, pad = sh
             for dt in a.dtypes.split(","):
                 x, wt, xn, wp, g, cgp = prepare(n, c, h, w, k, r, stride, pad, 1, dt)
                 flop = 2.0 * n * g.p * g.q * k * c * r * r
@@ -276,33 +332,42 @@ def main():
                 t_cudnn = timed(lambda: F.conv2d(xc, wc, None, stride, pad), a.reps)
                 out = out_tensor(g, dt)
                 res = {}
-                for cfg_name, cfg in configs.items():
-                    if dt not in cfg["dtypes"]:
-                        continue
-                    out.fill_(float("nan"))
-                    sym = run_ours(cfg_name, dt, g, cgp, xn, wp, None, None, out)
-                    torch.cuda.synchronize()
-                    err = (out.float() - ref).abs().max().item()
-                    if not err <= 2e-2 * ref.abs().max().item():
-                        failures.append(f"{sym} {sname}: max error {err:.3g}")
-                        continue
-                    res[cfg_name] = timed(lambda: run_ours(cfg_name, dt, g, cgp, xn, wp, None, None, out), a.reps)
+                for vname in vnames:
+                    for cfg_name, cfg in configs.items():
+                        if dt not in cfg["dtypes"]:
+                            continue
+                        out.fill_(float("nan"))
+                        sym = run_ours(vname, cfg_name, dt, g, cgp, xn, wp, None, None, out)
+                        torch.cuda.synchronize()
+                        err = (out.float() - ref).abs().max().item()
+                        if not err <= 2e-2 * ref.abs().max().item():
+                            failures.append(f"{vname} {sym} {sname}: max error {err:.3g}")
+                            continue
+                        res[(vname, cfg_name)] = timed(lambda: run_ours(vname, cfg_name, dt, g, cgp, xn, wp, None, None, out), a.reps)
                 if not res:
                     continue
-                best = min(res, key=res.get)
-                ratio = res[best] / t_cudnn
-                ratios.append(ratio)
-                allc = ", ".join(f"{k2} {v:.3f}" for k2, v in sorted(res.items(), key=lambda kv: kv[1]))
-                print(f"| {sname} | {dt} | {t_cudnn:.3f} | {best} | {res[best]:.3f} | {flop / res[best] / 1e9:.0f} | {ratio:.2f}x | {allc} |",
+                cells = []
+                for vname in vnames:
+                    mine = {c2: t for (v2, c2), t in res.items() if v2 == vname}
+                    if not mine:
+                        cells.append("- | - | -")
+                        continue
+                    best = min(mine, key=mine.get)
+                    ratios[vname].append(mine[best] / t_cudnn)
+                    cells.append(f"{best} | {mine[best]:.3f} ({flop / mine[best] / 1e9:.0f} TF/s) | {mine[best] / t_cudnn:.2f}x")
+                allc = ", ".join(f"{v2} {c2} {t:.3f}" for (v2, c2), t in sorted(res.items(), key=lambda kv: kv[1])[:6])
+                print(f"| {sname} | {dt} | {t_cudnn:.3f} ({flop / t_cudnn / 1e9:.0f} TF/s) | " + " | ".join(cells) + f" | {allc} |",
                       flush=True)
                 del x, wt, xn, wp, xc, wc, ref, out
                 torch.cuda.empty_cache()
-        if ratios:
-            import math
-            gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-            print(f"geometric mean / cuDNN NHWC: {gm:.2f}x over {len(ratios)} (shape, dtype); worst {max(ratios):.2f}x")
-        for name in sorted(funcs):
-            print(f"  {name}: {funcs[name][1]}")
+        import math
+        for vname in vnames:
+            rs = ratios[vname]
+            if rs:
+                gm = math.exp(sum(math.log(x) for x in rs) / len(rs))
+                print(f"{vname}: geometric mean / cuDNN NHWC {gm:.2f}x over {len(rs)} (shape, dtype); worst {max(rs):.2f}x")
+        for key in sorted(funcs):
+            print(f"  {key[0]} {key[1]}: {funcs[key][1]}")
     for f in failures:
         print("FAIL " + f)
     return 1 if failures else 0

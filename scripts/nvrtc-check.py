@@ -70,8 +70,9 @@ class Nvrtc:
         self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
         self.version = f"{major.value}.{minor.value}"
 
-    def compile(self, source, name, headers, options):
-        """Returns (ok, ptx bytes, log text)."""
+    def compile(self, source, name, headers, options, cubin=False):
+        """Returns (ok, ptx bytes -- or with cubin=True the machine code of a real
+        --gpu-architecture=sm_XY, which the driver loads without compiling again --, log text)."""
         lib, prog = self.lib, ctypes.c_void_p()
         hnames = list(headers)
         hsrc = (ctypes.c_char_p * len(hnames))(*[headers[h].encode() for h in hnames])
@@ -87,7 +88,12 @@ class Nvrtc:
         lib.nvrtcGetProgramLog(prog, buf)
         log = buf.value.decode(errors="replace").strip()
         ptx = b""
-        if r == 0:
+        if r == 0 and cubin:
+            lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+            pbuf = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetCUBIN(prog, pbuf)
+            ptx = pbuf.raw
+        elif r == 0:
             lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
             pbuf = ctypes.create_string_buffer(size.value)
             lib.nvrtcGetPTX(prog, pbuf)

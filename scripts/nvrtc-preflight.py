@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--define", action="append", default=[], help="extra -D (e.g. RV_HIP_ON_CUDA_TEST=1)")
     ap.add_argument("--stack", action="store_true", help="name every kernel with a stack frame")
+    ap.add_argument("--regs", metavar="REGEX", help="print the registers of every kernel whose name matches")
     ap.add_argument("modules", nargs="*", help="module file stems (default: every .hip)")
     a = ap.parse_args()
     cuda = pathlib.Path(a.cuda)
@@ -78,6 +79,9 @@ def main():
             if m:
                 name = m.group(1)
                 kernels_seen += 1
+            m = re.search(r"Used (\d+) registers", line)
+            if m and a.regs and name and re.search(a.regs, name):
+                print(f"  {name}: {m.group(1)} registers")
             m = re.search(r"(\d+) bytes stack frame", line)
             if m and int(m.group(1)):
                 # A stack frame without spills is usually a by-value struct indexed at run

@@ -62,6 +62,32 @@
 //   Launch: blockDim.x = WM*WN*32 (MMA; 256 or 128) or 256 (SIMT), whatever the hardware
 //   wave size (on wave64 the warps pair up); grid = (ceil(n*p*q / BM), ceil((k/groups) / BN),
 //   groups * splits). Needs n*p*q < 2^31.
+//
+// Tuning knobs (defaults are the measured choice; scripts/igemm-lab.py -D overrides them to
+// compare variants in one run, docs/measurements/*-igemm-lab.md):
+//   RV_IG_FRAGS    fragment-load schedule of rv_ig_mma::compute (0 or 1, see there)
+//   RV_IG_RASTER   block order: 0 = M tiles fastest; 1 = the N tiles of one M tile
+//                  consecutive, so the blocks that share an activation tile run together
+//                  and read it from L2 once
+//   RV_IG_TAPS_INNER  k order when cgp is a whole number of k-tiles: 0 = tap-major
+//                  (kk = tap*cgp + ci); 1 = channel-major (a k-tile is one tap of one
+//                  32-channel slice; the taps of a slice follow each other, so the A rows
+//                  they read overlap and hit in cache)
+//   RV_IG_A_CACHE  NVIDIA A loads: 0 = cp.async.cg (L2 only), 1 = cp.async.ca (L1 too)
+//   RV_IG_NV_SMEM_KIB  NVIDIA stage count from a shared-memory budget instead of the
+//                  configuration's STAGES (experiments; the host must pass the bytes)
+#ifndef RV_IG_FRAGS
+#define RV_IG_FRAGS 0
+#endif
+#ifndef RV_IG_RASTER
+#define RV_IG_RASTER 0
+#endif
+#ifndef RV_IG_TAPS_INNER
+#define RV_IG_TAPS_INNER 0
+#endif
+#ifndef RV_IG_A_CACHE
+#define RV_IG_A_CACHE 0
+#endif
 #include "prelude.h"
 #include "mma.h"
 
@@ -158,9 +184,29 @@ struct rv_ig_mma {
                 for (int r = 0; r < P::C_REGS; ++r) acc[i][j][r] = 0.0f;
     }
 
-    // Two k16 steps per 64-byte tile row. All A fragments of the warp tile stay live; B
-    // fragments are loaded one atom column at a time (fewer registers, the same LDS reads).
+    // Two k16 steps per 64-byte tile row.
+    // RV_IG_FRAGS 0: all A fragments of the warp tile live, B loaded one atom column at a
+    //   time (fewest registers; each B load's latency sits in front of its MMAs).
+    // RV_IG_FRAGS 1: both k16 steps' A and B fragments loaded before the first MMA, so the
+    //   second step's loads run under the first step's MMAs (NVIDIA keeps the asm order of
+    //   ldmatrix and mma, so the order in the source is the schedule).
     __device__ __forceinline__ void compute(const rv_v16* As, const rv_v16* Bs) {
+#if RV_IG_FRAGS == 1
+        rv_u32 a[2][AM][P::A_REGS], b[2][AN][P::B_REGS];
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+#pragma unroll
+            for (int i = 0; i < AM; ++i) P::load_a(a[ks][i], As, wm * WTM + i * 16, ks, lane);
+#pragma unroll
+            for (int j = 0; j < AN; ++j) P::load_b(b[ks][j], Bs, wn * WTN + j * 16, ks, lane);
+        }
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+            for (int j = 0; j < AN; ++j)
+#pragma unroll
+                for (int i = 0; i < AM; ++i) P::mma(acc[i][j], a[ks][i], b[ks][j]);
+#else
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
             rv_u32 a[AM][P::A_REGS];
@@ -174,6 +220,7 @@ struct rv_ig_mma {
                 for (int i = 0; i < AM; ++i) P::mma(acc[i][j], a[i], b);
             }
         }
+#endif
     }
 
     // Accumulators of output channels [slice*SW, slice*SW + SW) into cs[n - slice*SW][m].
@@ -270,6 +317,7 @@ struct rv_ig_iter {
     rv_u32 mh[A_IT], mw[A_IT];
     rv_i64 dh_step, dw_step;
     int r, s, cgp, chunk, tr, ts, tc, K, bkk;
+    bool taps_inner;  // k order: a k-tile is one tap of one BKE-channel slice (RV_IG_TAPS_INNER)
     bool bok[B_IT];
 #if !defined(RV_MMA_HAVE_NV)
     rv_v16 ra[A_IT], rb[B_IT];
@@ -305,12 +353,22 @@ struct rv_ig_iter {
         }
         dh_step = (rv_i64)g.dil_h * g.w * ct;
         dw_step = (rv_i64)g.dil_w * ct;
-        const int kk = kt0 * BKE + chunk * VE;
-        const int t = kk / cgp;
-        tc = kk - t * cgp;
-        tr = t / g.s;
-        ts = t - tr * g.s;
-        bkk = kk;
+        taps_inner = RV_IG_TAPS_INNER && cgp % BKE == 0;
+        if (taps_inner) {
+            const int taps = g.r * g.s;
+            const int slice = kt0 / taps, t = kt0 - slice * taps;
+            tr = t / g.s;
+            ts = t - tr * g.s;
+            tc = slice * BKE + chunk * VE;
+            bkk = t * cgp + tc;
+        } else {
+            const int kk = kt0 * BKE + chunk * VE;
+            const int t = kk / cgp;
+            tc = kk - t * cgp;
+            tr = t / g.s;
+            ts = t - tr * g.s;
+            bkk = kk;
+        }
 #pragma unroll
         for (int i = 0; i < B_IT; ++i) {
             const int idx = tid + i * NT;
@@ -326,6 +384,17 @@ struct rv_ig_iter {
         return in + abase[i] + tr * dh_step + ts * dw_step + tc;
     }
     __device__ __forceinline__ void advance() {
+        if (taps_inner) {
+            if (++ts == s) {
+                ts = 0;
+                if (++tr == r) {
+                    tr = 0;
+                    tc += BKE;
+                }
+            }
+            bkk = (tr * s + ts) * cgp + tc;
+            return;
+        }
         tc += BKE;
         while (tc >= cgp) {
             tc -= cgp;
@@ -344,7 +413,7 @@ struct rv_ig_iter {
         for (int i = 0; i < A_IT; ++i) {
             bool ok;
             const T* src = a_src(i, ok);
-            rv_cp_async16(st + rv_mma_chunk((tid >> 2) + i * (NT / 4), chunk), ok ? (const void*)src : (const void*)in, ok);
+            rv_cp_async16_a(st + rv_mma_chunk((tid >> 2) + i * (NT / 4), chunk), ok ? (const void*)src : (const void*)in, ok);
         }
 #pragma unroll
         for (int i = 0; i < B_IT; ++i) {
@@ -395,12 +464,15 @@ struct rv_igemm_nhwc {
     static constexpr int VE = 16 / (int)sizeof(T);  // elements per 16-byte chunk
     static constexpr int BKE = 4 * VE;              // reduction elements per k-tile (64-byte rows)
     static_assert((BM * 4) % NT == 0, "A tile chunks must split evenly over the threads");
-#if defined(RV_MMA_HAVE_NV)
+    static constexpr int STAGE = (BM + BN) * 4;  // 16-byte units per stage
+#if defined(RV_MMA_HAVE_NV) && defined(RV_IG_NV_SMEM_KIB)
+    static constexpr int S0 = RV_IG_NV_SMEM_KIB * 1024 / (STAGE * 16);
+    static constexpr int S = S0 < 2 ? 2 : S0 > 8 ? 8 : S0;
+#elif defined(RV_MMA_HAVE_NV)
     static constexpr int S = STAGES;
 #else
     static constexpr int S = 2;
 #endif
-    static constexpr int STAGE = (BM + BN) * 4;  // 16-byte units per stage
     // Epilogue slice: SW output channels x BM pixels of f32, about 16 KiB.
     static constexpr int SW0 = 4096 / BM < 16 ? 16 : 4096 / BM;
     static constexpr int SW = SW0 > BN ? BN : SW0;
@@ -408,12 +480,22 @@ struct rv_igemm_nhwc {
     static_assert(BN % SW == 0 && SW % 16 == 0 || SW == BN, "slices must divide the channel tile");
     static constexpr int EPI = (SW * CLD + 3) / 4;  // 16-byte units
     static constexpr int SMEM = S * STAGE > EPI ? S * STAGE : EPI;
-    static_assert(SMEM * 16 <= 48 * 1024, "LDS per block must stay within 48 KiB (the NVIDIA static limit)");
+    // NVIDIA: dynamic shared memory (the host passes SMEM * 16 bytes and raises the
+    // function's limit above 48 KiB where needed); AMD: static LDS within 64 KiB.
+#if defined(RV_MMA_HAVE_NV)
+    static_assert(SMEM * 16 <= 227 * 1024, "shared memory per block must stay within 227 KiB (sm_90)");
+#else
+    static_assert(SMEM * 16 <= 64 * 1024, "LDS per block must stay within 64 KiB");
+#endif
 
     static __device__ void run(const rv_ig_args& a, const T* __restrict__ in, const T* __restrict__ w,
                                const T* __restrict__ bias, const T* __restrict__ res, float* __restrict__ partial,
                                T* __restrict__ out) {
+#if defined(RV_MMA_HAVE_NV)
+        extern __shared__ rv_v16 smem[];
+#else
         __shared__ rv_v16 smem[SMEM];
+#endif
         const rv_conv2d& g = a.g;
         const int tid = (int)threadIdx.x;
         const int grp = (int)blockIdx.z % g.groups, split = (int)blockIdx.z / g.groups;
@@ -422,7 +504,12 @@ struct rv_igemm_nhwc {
         const int K = g.r * g.s * a.cgp;
         const int pq = g.p * g.q;
         const int M = g.n * pq;
+#if RV_IG_RASTER == 1
+        const unsigned lin = blockIdx.x + blockIdx.y * gridDim.x;
+        const int m0 = (int)(lin / gridDim.y) * BM, j0 = (int)(lin % gridDim.y) * BN;
+#else
         const int m0 = (int)blockIdx.x * BM, j0 = (int)blockIdx.y * BN;
+#endif
         const rv_fastdiv div_pq = rv_fastdiv_make((unsigned)pq), div_q = rv_fastdiv_make((unsigned)g.q);
 
         // k-tiles of this split.

@@ -408,6 +408,15 @@ template <typename T> struct rv_mma_nv {
 RV_DEVICE void rv_cp_async16(void* smem, const void* gmem, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(rv_smem_addr(smem)), "l"(gmem), "r"(valid ? 16 : 0));
 }
+// The activation operand's copy: through L1 too when RV_IG_A_CACHE is 1 (neighbouring taps
+// read overlapping rows), else like the weights (L2 only).
+RV_DEVICE void rv_cp_async16_a(void* smem, const void* gmem, bool valid) {
+#if defined(RV_IG_A_CACHE) && RV_IG_A_CACHE == 1
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(rv_smem_addr(smem)), "l"(gmem), "r"(valid ? 16 : 0));
+#else
+    rv_cp_async16(smem, gmem, valid);
+#endif
+}
 RV_DEVICE void rv_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> RV_DEVICE void rv_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 #endif
