@@ -63,7 +63,7 @@ import glob
 used = set()
 for f in glob.glob(f"{repo}/rocm-backend/src/**/*.rs", recursive=True):
     used |= set(re.findall(r"hip::(\w+)", open(f).read()))
-hip_enums = sorted({m.group(2) for n in used for m in [re.match(r"^(hipError_t|hipDeviceAttribute_t|hipMemcpyKind|hiprtcResult)_(\w+)$", n)] if m})
+hip_enums = sorted({m.group(2) for n in used for m in [re.match(r"^(hipError_t|hipDeviceAttribute_t|hipMemcpyKind|hiprtcResult|hipFuncAttribute)_(\w+)$", n)] if m})
 # Literals the backend passes by value (buffer.rs, stream.rs, host_buffer.rs).
 hip_literals = ["hipMemcpyHostToDevice", "hipMemcpyDeviceToHost", "hipMemcpyDeviceToDevice", "hipStreamDefault",
                 "hipStreamNonBlocking", "hipEventDefault", "hipEventDisableTiming", "hipEventBlockingSync",

@@ -94,6 +94,23 @@ impl IgemmNhwcConfig {
     pub const fn lds_bytes(&self, stages: u32) -> u32 {
         stages * (self.bm + self.bn) * 64
     }
+    /// Shared memory of one block: the pipeline's stages (`nv_stages` on NVIDIA, 2 on AMD)
+    /// or the epilogue's f32 slice ([SW][BM + 4], SW = max(16, 4096 / BM) capped at BN),
+    /// whichever is larger -- `rv_igemm_nhwc::SMEM * 16` in igemm_mma.hip.
+    pub const fn shared_bytes(&self, nvidia: bool) -> u32 {
+        let stages = if nvidia { self.nv_stages } else { 2 };
+        let pipeline = self.lds_bytes(stages);
+        let sw0 = if 4096 / self.bm < 16 { 16 } else { 4096 / self.bm };
+        let sw = if sw0 > self.bn { self.bn } else { sw0 };
+        let epilogue = (sw * (self.bm + 4)).div_ceil(4) * 16;
+        if pipeline > epilogue { pipeline } else { epilogue }
+    }
+    /// The dynamic shared memory a launch passes: on NVIDIA the kernels declare theirs
+    /// `extern` (so that a block may take more than the 48 KiB a static array may), on AMD
+    /// it is static LDS within 64 KiB and the launch passes none.
+    pub const fn dynamic_shared_bytes(&self, nvidia: bool) -> u32 {
+        if nvidia { self.shared_bytes(true) } else { 0 }
+    }
     /// Grid for `m` output pixels (n*p*q of the phase), `kg` output channels per group,
     /// `groups` and `splits`.
     pub fn grid(&self, m: u64, kg: u64, groups: u32, splits: u32) -> (u32, u32, u32) {

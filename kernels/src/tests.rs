@@ -392,8 +392,11 @@ fn igemm_nhwc_instantiations_match_their_configs() {
         let nums: Vec<u32> = args[1..6].iter().map(|a| a.parse().unwrap()).collect();
         assert_eq!(nums, [cfg.bm, cfg.bn, cfg.a, cfg.b, cfg.nv_stages], "{sym}");
         assert!(cfg.threads() <= MAX_THREADS && cfg.threads() % 64 == 0, "{sym}: {} threads", cfg.threads());
-        // Both LDS pipelines (NVIDIA's stages, AMD's two) fit the 48 KiB the NVIDIA tier allows.
-        assert!(cfg.lds_bytes(cfg.nv_stages) <= 48 * 1024 && cfg.lds_bytes(2) <= 48 * 1024, "{sym}");
+        // AMD's static LDS (two stages or the epilogue slice) within 64 KiB; NVIDIA's dynamic
+        // shared memory within sm_90's 227 KiB per block; and only NVIDIA launches pass any.
+        assert!(cfg.shared_bytes(false) <= 64 * 1024 && cfg.shared_bytes(true) <= 227 * 1024, "{sym}");
+        assert!(cfg.shared_bytes(true) >= cfg.lds_bytes(cfg.nv_stages) && cfg.shared_bytes(false) >= cfg.lds_bytes(2));
+        assert_eq!((cfg.dynamic_shared_bytes(false), cfg.dynamic_shared_bytes(true)), (0, cfg.shared_bytes(true)));
         // Every thread loads whole rows of 16-byte chunks of the A tile.
         assert_eq!((cfg.bm * 4) % cfg.threads(), 0, "{sym}");
         match cfg.math {
@@ -468,4 +471,16 @@ fn coalescing_merges_what_every_operand_steps_through_as_one() {
     let [o] = StridedLayout::coalesced(&[1, 1], [&[5, 7]]).unwrap();
     assert_eq!((o.rank, o.numel(), o.contiguous), (0, 1, 1));
     assert!(StridedLayout::coalesced(&[2, 3], [&[3, 1], &[1]]).is_err());
+}
+
+#[test]
+fn igemm_nhwc_shared_bytes_are_the_kernels_formula() {
+    // 128x128, 3 NVIDIA stages: 3 * (128 + 128) rows * 64 B; the epilogue slice (32 channels
+    // x 132 floats = 16896 B) is smaller. AMD: two stages.
+    let c = IGEMM_MMA_CONFIGS.iter().find(|c| c.name == "128x128_2x2").unwrap();
+    assert_eq!((c.shared_bytes(true), c.shared_bytes(false)), (49152, 32768));
+    // 64x64 on AMD: two stages (16 KiB) are smaller than the epilogue's 64-channel slice
+    // (64 x 68 floats), the 17408 bytes kernel-check reports for igemm_emu11_64x64_2x2.
+    let n = IGEMM_MMA_CONFIGS.iter().find(|c| c.name == "64x64_2x2").unwrap();
+    assert_eq!(n.shared_bytes(false), 64 * 68 * 4);
 }

@@ -251,7 +251,13 @@ pub struct Jit {
     modules: Mutex<HashMap<&'static str, Arc<LoadedModule>>>,
     /// Every entry point resolved so far: a launch looks its kernel up here first.
     resolved: Mutex<HashMap<String, Function>>,
+    /// The dynamic shared-memory limit raised for an entry point (above the default 48 KiB).
+    shared_limits: Mutex<HashMap<String, u32>>,
 }
+
+/// Dynamic shared memory a function may take without raising its limit (CUDA's default;
+/// AMD's LDS limit of 64 KiB needs no attribute, and no AMD launch asks for more than this).
+pub const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
 
 impl Jit {
     pub(crate) fn new(arch: &str) -> Result<Jit> {
@@ -260,7 +266,40 @@ impl Jit {
             cache_dir: default_cache_dir(),
             modules: Mutex::new(HashMap::new()),
             resolved: Mutex::new(HashMap::new()),
+            shared_limits: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// [`Jit::function`], with the function's dynamic shared-memory limit raised to
+    /// `shared_bytes` if that is above [`DEFAULT_SHARED_LIMIT`]
+    /// (`hipFuncSetAttribute(hipFuncAttributeMaxDynamicSharedMemorySize)`, once per entry
+    /// point and size). A device that cannot give that much answers with an error naming
+    /// the kernel and the bytes.
+    pub fn function_with_shared(&self, entry: &str, shared_bytes: u32) -> Result<Function> {
+        let f = self.function(entry)?;
+        if shared_bytes <= DEFAULT_SHARED_LIMIT {
+            return Ok(f);
+        }
+        let mut limits = self.shared_limits.lock().expect("jit poisoned");
+        if limits.get(entry).is_some_and(|&l| l >= shared_bytes) {
+            return Ok(f);
+        }
+        // SAFETY: `f` is a live function of a loaded module; the attribute takes an int.
+        let rc = unsafe {
+            hip::hipFuncSetAttribute(
+                f.0 as *const std::ffi::c_void,
+                hip::hipFuncAttribute_hipFuncAttributeMaxDynamicSharedMemorySize,
+                shared_bytes as i32,
+            )
+        };
+        if rc != hip::hipError_t_hipSuccess {
+            return Err(RocmError::op(
+                "launch",
+                format!("{entry}: the device refused {shared_bytes} bytes of dynamic shared memory per block (HIP error {rc})"),
+            ));
+        }
+        limits.insert(entry.to_string(), shared_bytes);
+        Ok(f)
     }
 
     pub fn arch(&self) -> &str {

@@ -154,10 +154,16 @@ impl Grid {
 
 /// Launches `kernel` on the device's stream after checking `args` against its signature.
 pub fn launch(dev: &RocmDevice, kernel: &Kernel, grid: Grid, args: &mut [Arg]) -> Result<()> {
+    launch_with_shared(dev, kernel, 0, grid, args)
+}
+
+/// [`launch`] with `shared_bytes` of dynamic shared memory per block (the kernels that
+/// declare theirs `extern`; above 48 KiB the function's limit is raised first).
+pub fn launch_with_shared(dev: &RocmDevice, kernel: &Kernel, shared_bytes: u32, grid: Grid, args: &mut [Arg]) -> Result<()> {
     kernel.check(args)?;
     let (grid, block) =
         grid.dims(kernel.family.launch).map_err(|e| RocmError::op("launch", format!("{}: {e}", kernel.entry)))?;
-    launch_raw(dev, &kernel.entry, grid, block, args)
+    launch_raw(dev, &kernel.entry, grid, block, shared_bytes, args)
 }
 
 /// Launches the entry point `entry` with explicit geometry and no signature check: for the
@@ -167,10 +173,11 @@ pub fn launch_raw(
     entry: &str,
     grid: (u32, u32, u32),
     block: (u32, u32, u32),
+    shared_bytes: u32,
     args: &mut [Arg],
 ) -> Result<()> {
     dev.activate()?;
-    let f = dev.jit().function(entry)?;
+    let f = dev.jit().function_with_shared(entry, shared_bytes)?;
     let mut params: Vec<*mut std::ffi::c_void> = args
         .iter_mut()
         .map(|a| match a {
@@ -200,7 +207,7 @@ pub fn launch_raw(
                 block.0,
                 block.1,
                 block.2,
-                0,
+                shared_bytes,
                 dev.stream().raw(),
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),

@@ -41,6 +41,7 @@ pub const HIP_SYMBOLS: &[&str] = &[
     "hipModuleUnload",
     "hipModuleGetFunction",
     "hipModuleLaunchKernel",
+    "hipFuncSetAttribute",
     "hipGetErrorName",
     "hipGetErrorString",
     "hipGetLastError",

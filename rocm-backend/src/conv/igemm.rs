@@ -11,7 +11,7 @@ use crate::buffer::DeviceArray;
 use crate::conv::tiles::IgemmKernel;
 use crate::device::RocmDevice;
 use crate::error::{Result, RocmError};
-use crate::launch::{Arg, Grid, Kernel, launch};
+use crate::launch::{Arg, Grid, Kernel, launch, launch_with_shared};
 use crate::ops::kernel_dtype;
 use candle_core::DType;
 use conv_engine::{Chunk, ConvProblem};
@@ -38,6 +38,13 @@ fn nhwc_kernel(variant: MmaVariant, config: &IgemmNhwcConfig, kd: kernels::DType
         }
     };
     Kernel::new(family, config.name, kd)
+}
+
+/// Whether `arch` compiles igemm_mma.hip's cp.async pipeline (`RV_MMA_HAVE_NV`: NVIDIA sm_80
+/// and later), whose shared memory is dynamic and passed at launch.
+fn cp_async_target(arch: &str) -> bool {
+    arch.strip_prefix("sm_").and_then(|v| v.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse::<u32>().ok())
+        .is_some_and(|v| v >= 80)
 }
 
 /// Workspace bytes of the NHWC path for a chunk (band + packed weights + partials).
@@ -153,6 +160,7 @@ fn run_igemm_chunk(
     let dtype = p.dtype().to_candle();
     let kd = kernel_dtype(dtype)?;
     let gemm = nhwc_kernel(variant, config, kd)?;
+    let shared = config.dynamic_shared_bytes(cp_async_target(device.jit().arch()));
     if variant != MmaVariant::Native && device.info().warp_size != 32 {
         return Err(RocmError::op(
             "conv",
@@ -235,9 +243,10 @@ fn run_igemm_chunk(
         let out_off = chunk.batch.start * img_out + ph.out_offset;
         let res_ptr = epilogue.residual.map_or(0, |r| r.ptr_at(out_off));
         let [os_n, os_c, os_y, os_x] = ph.view;
-        launch(
+        launch_with_shared(
             device,
             &gemm,
+            shared,
             Grid::Explicit {
                 grid: config.grid(ph.m as u64, kg as u64, g.groups as u32, splits),
                 block: (config.threads(), 1, 1),
@@ -282,4 +291,15 @@ fn run_igemm_chunk(
         woff += wlen;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cp_async_target;
+
+    #[test]
+    fn only_ampere_and_later_nvidia_take_dynamic_shared_memory() {
+        assert!(cp_async_target("sm_90") && cp_async_target("sm_90a") && cp_async_target("sm_80"));
+        assert!(!cp_async_target("sm_75") && !cp_async_target("gfx1100") && !cp_async_target("gfx942:sramecc+:xnack-"));
+    }
 }

@@ -512,6 +512,17 @@ static void test_hiprtc_and_launch(void) {
         check(e == hipErrorInvalidValue, "hipModuleLaunchKernel(4096 threads/block) -> hipErrorInvalidValue", "%s (%d)",
               hipGetErrorName(e), (int)e);
     }
+    /* The dynamic shared-memory limit of a module function: raised to 96 KiB, refused past
+     * the device's maximum, and an attribute HIP has no CUDA counterpart for is invalid. */
+    e = hipFuncSetAttribute((const void*)silu, hipFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024);
+    check(e == hipSuccess, "hipFuncSetAttribute(MaxDynamicSharedMemorySize, 96 KiB)", "%s (%d)", hipGetErrorName(e), (int)e);
+    e = hipFuncSetAttribute((const void*)silu, hipFuncAttributeMaxDynamicSharedMemorySize, 1 << 30);
+    (void)hipGetLastError();
+    check(e != hipSuccess, "hipFuncSetAttribute(MaxDynamicSharedMemorySize, 1 GiB) fails", "%s (%d)", hipGetErrorName(e), (int)e);
+    e = hipFuncSetAttribute((const void*)silu, hipFuncAttributeMax, 0);
+    (void)hipGetLastError();
+    check(e == hipErrorInvalidValue, "hipFuncSetAttribute(hipFuncAttributeMax) -> hipErrorInvalidValue", "%s (%d)",
+          hipGetErrorName(e), (int)e);
     HIP_OK(hipStreamSynchronize(g_stream)); /* the failed launches left the stream usable */
     HIP_OK(hipModuleUnload(mod));
 

@@ -759,6 +759,23 @@ hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module, con
     RETURN(from_cu(r));
 }
 
+/* On a module's function (the only kind this library hands out, so `func` is a CUfunction):
+ * the dynamic shared-memory limit and the carveout, CUDA's attributes of the same meaning.
+ * HIP's enum values are not CUDA's, so each is mapped by name; others are invalid. */
+hipError_t hipFuncSetAttribute(const void* func, hipFuncAttribute attr, int value) {
+    HOC_TIMED();
+    if (func == NULL) RETURN(hipErrorInvalidDeviceFunction);
+    hipError_t e = enter();
+    if (e != hipSuccess) RETURN(e);
+    CUfunction_attribute cu_attr;
+    switch (attr) {
+    case hipFuncAttributeMaxDynamicSharedMemorySize: cu_attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; break;
+    case hipFuncAttributePreferredSharedMemoryCarveout: cu_attr = CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT; break;
+    default: RETURN(hipErrorInvalidValue);
+    }
+    RETURN(from_cu(cuFuncSetAttribute((CUfunction)func, cu_attr, value)));
+}
+
 hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                  unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                  unsigned int sharedMemBytes, hipStream_t stream, void** kernelParams,
