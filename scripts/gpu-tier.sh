@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU tier, run ON the NVIDIA GPU machine in one call (see docs/gpu-tier.md):
+# The GPU tier, run ON the NVIDIA GPU machine in one call (docs/architecture.md, "Verification: three tiers"):
 #   1. builds the HIP-on-CUDA test library (rocm-backend/testing/hip-on-cuda) once per staged
 #      ROCm header set (HIP 6.4 and 7.2) and runs its own C test against each;
 #   2. runs the GPU-tier test binaries built on the development machine by

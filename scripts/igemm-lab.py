@@ -6,8 +6,8 @@ benchmark mode, TF32 off) in the same process. The loop for tuning the kernel so
 
     scripts/igemm-lab.py --check                 # every MMA/SIMT config vs an f64 reference
     scripts/igemm-lab.py --bench                 # VAE + Real-CUGAN 3x3 shapes, ours vs cuDNN
-    scripts/igemm-lab.py --bench --configs 128x128_2x2 --shapes vae-512-512-1k
-    scripts/igemm-lab.py --ncu-one vae-512-512-1k:128x128_2x2:f16   # one launch, for ncu -k
+    scripts/igemm-lab.py --bench --configs mma_128x128_2x2 --shapes vae-512-512-1k
+    scripts/igemm-lab.py --ncu-one vae-512-512-1k:mma_128x128_2x2:f16   # one launch, for ncu -k
 
 Inputs are NHWC with cgp = C rounded up to the 16-byte vector (what igemm_pack_input
 writes), weights [K][R][S][cgp] (igemm_pack_weight's layout), outputs NCHW through the
@@ -38,7 +38,7 @@ _spec = importlib.util.spec_from_file_location("nvrtc_check", os.path.join(REPO,
 nvc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(nvc)
 
-EXPORT = re.compile(r"^RV_EXPORT_IGEMM_(MMA|MMA_NV|SIMT)\((igemm_\w+?)_(f16|bf16|f32), \w+, (\d+), (\d+), (\d+), (\d+), (\d+)\)", re.M)
+EXPORT = re.compile(r"^RV_EXPORT_IGEMM_(MMA|MMA_NV|SIMT|EMU11|EMU12)\((igemm_\w+?)_(f16|bf16|f32), \w+, (\d+), (\d+), (\d+), (\d+), (\d+)\)", re.M)
 
 # (name, n, c, h, w, k, r, stride, pad): the VAE shapes (bench-gpu_conv's, output
 # = input size) and Real-CUGAN 2x's 3x3 layers at a 1920x1080 input (UNet widths of the
@@ -182,12 +182,12 @@ def main():
     configs = {}
     for m in EXPORT.finditer(src):
         kind, base, dt, bm, bn, ta, tb, stages = m.groups()
-        name = base.split("_", 2)[2]
+        name = base.split("_", 1)[1]  # mma_128x128_2x2, emu11_64x64_2x2, simt_...
         configs.setdefault(name, {"kind": kind, "bm": int(bm), "bn": int(bn), "a": int(ta), "b": int(tb), "stages": int(stages),
                                   "dtypes": []})
         configs[name]["dtypes"].append(dt)
     if a.configs:
-        configs = {k: v for k, v in configs.items() if k in a.configs.split(",")}
+        configs = {k: v for k, v in configs.items() if k in a.configs.split(",") or k.split("_", 1)[1] in a.configs.split(",")}
     TD = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
     i32, i64 = ctypes.c_int32, ctypes.c_int64
 
@@ -211,9 +211,8 @@ def main():
 
     def run_ours(vname, cfg_name, dt, g, cgp, xn, wp, bias, res, out, splits=1, partial=None):
         cfg = configs[cfg_name]
-        kind = "simt" if cfg["kind"] == "SIMT" else "mma"
-        sym = f"igemm_{kind}_{cfg_name}_{dt}"
-        threads = 256 if kind == "simt" else cfg["a"] * cfg["b"] * 32
+        sym = f"igemm_{cfg_name}_{dt}"
+        threads = 256 if cfg["kind"] == "SIMT" else cfg["a"] * cfg["b"] * 32
         M = g.n * g.p * g.q
         kg = g.k // g.groups
         grid = ((M + cfg["bm"] - 1) // cfg["bm"], (kg + cfg["bn"] - 1) // cfg["bn"], g.groups * splits)
@@ -334,7 +333,7 @@ def main():
                 res = {}
                 for vname in vnames:
                     for cfg_name, cfg in configs.items():
-                        if dt not in cfg["dtypes"]:
+                        if dt not in cfg["dtypes"] or cfg["kind"].startswith("EMU"):  # emulations: checked, not timed
                             continue
                         out.fill_(float("nan"))
                         sym = run_ours(vname, cfg_name, dt, g, cgp, xn, wp, None, None, out)

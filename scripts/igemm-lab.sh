@@ -30,7 +30,7 @@ modes=(--bench)
 timeout "${IGEMM_LAB_SECONDS:-420}" "$py" scripts/igemm-lab.py "${modes[@]}" "${extra[@]}" "${bench[@]}" 2>&1 | tee -a "$OUT/igemm-lab.md"
 ((PIPESTATUS[0] == 0)) || status=1
 # IGEMM_LAB_NCU: space-separated SHAPE:CONFIG:DTYPE[:VARIANT] (empty: none).
-read -r -a ncu_runs <<<"${IGEMM_LAB_NCU-vae-512-512-1k:128x128_2x2:f16}"
+read -r -a ncu_runs <<<"${IGEMM_LAB_NCU-vae-512-512-1k:mma_128x128_2x2:f16}"
 if ((${#ncu_runs[@]})) && command -v ncu >/dev/null; then
     for one in "${ncu_runs[@]}"; do
         tag=${one//:/_}

@@ -2,7 +2,7 @@
 # rocm-chroot.sh: build (or reuse) a Debian chroot that carries a ROCm toolchain's
 # development packages, and run commands inside it. See --help.
 #
-# Why a chroot: the ROCm toolchain tier of DESIGN.md needs the real hipcc/clang, HIP
+# Why a chroot: the ROCm toolchain tier of docs/architecture.md needs the real hipcc/clang, HIP
 # headers, libamdhip64, hiprtc, rocBLAS and MIOpen. Debian packages them only in
 # unstable (ROCm 6.4) and experimental (ROCm 7.2.4), and the host is bookworm, so they live
 # in their own root filesystems, one per ROCm version (--rocm).

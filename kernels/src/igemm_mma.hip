@@ -191,14 +191,20 @@ struct rv_ig_mma {
     //   second step's loads run under the first step's MMAs (NVIDIA keeps the asm order of
     //   ldmatrix and mma, so the order in the source is the schedule).
     __device__ __forceinline__ void compute(const rv_v16* As, const rv_v16* Bs) {
+        // Fragment rows start at multiples of 16, which the swizzle of rv_mma_chunk leaves
+        // alone: a fragment is the lane's fragment of rows 0-15 (loop-invariant) moved by
+        // 64 bytes per row, an immediate offset in the load instead of its address
+        // recomputed every k-tile.
+        As += wm * WTM * 4;
+        Bs += wn * WTN * 4;
 #if RV_IG_FRAGS == 1
         rv_u32 a[2][AM][P::A_REGS], b[2][AN][P::B_REGS];
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
 #pragma unroll
-            for (int i = 0; i < AM; ++i) P::load_a(a[ks][i], As, wm * WTM + i * 16, ks, lane);
+            for (int i = 0; i < AM; ++i) P::load_a(a[ks][i], As + i * 64, 0, ks, lane);
 #pragma unroll
-            for (int j = 0; j < AN; ++j) P::load_b(b[ks][j], Bs, wn * WTN + j * 16, ks, lane);
+            for (int j = 0; j < AN; ++j) P::load_b(b[ks][j], Bs + j * 64, 0, ks, lane);
         }
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks)
@@ -211,11 +217,11 @@ struct rv_ig_mma {
         for (int ks = 0; ks < 2; ++ks) {
             rv_u32 a[AM][P::A_REGS];
 #pragma unroll
-            for (int i = 0; i < AM; ++i) P::load_a(a[i], As, wm * WTM + i * 16, ks, lane);
+            for (int i = 0; i < AM; ++i) P::load_a(a[i], As + i * 64, 0, ks, lane);
 #pragma unroll
             for (int j = 0; j < AN; ++j) {
                 rv_u32 b[P::B_REGS];
-                P::load_b(b, Bs, wn * WTN + j * 16, ks, lane);
+                P::load_b(b, Bs + j * 64, 0, ks, lane);
 #pragma unroll
                 for (int i = 0; i < AM; ++i) P::mma(acc[i][j], a[i], b);
             }
@@ -301,23 +307,34 @@ struct rv_ig_simt {
 
 // ---------------------------------------------------------------------------------------
 // The A (activation) and B (weight) iterators of one thread: the chunk column tid%4 of A
-// rows (pixels) tid/4 + i*NT/4 and of B rows (output channels) likewise. Per A row: the
-// 64-bit offset of (img, y0, x0, grp*cgp) in the NHWC band and the padding masks (bit tr of
-// mh: 0 <= y0 + tr*dil_h < h; bit ts of mw for columns); per thread: the (tap row, tap
-// column, channel) position of its chunk, moved by additions each k-tile.
+// rows (pixels) tid/4 + i*NT/4 and of B rows (output channels) likewise. Per A row: a byte
+// pointer to (img, y0, x0, grp*cgp) in the NHWC band and the padding masks (bit tr of mh:
+// 0 <= y0 + tr*dil_h < h; bit ts of mw for columns); per thread: the (tap row, tap column,
+// channel) position of its chunk, moved by additions each k-tile, and the one byte offset
+// of that position, which every A row of the thread shares (the rows differ only in their
+// base). Rows i of a thread sit NT/4 tile rows apart, which the swizzle of rv_mma_chunk
+// maps to the same chunk column, so one LDS offset per thread serves every row of A and
+// B. (Each k-tile's address arithmetic is then one 64-bit add per row: the issue-bound
+// loop of the first version spent ~380 of its 443 instructions per 64 MMAs on it, ncu
+// and scripts/nvrtc-sass.py, 2026-12-06.)
 template <typename T, int BM, int BN, int NT>
 struct rv_ig_iter {
     static constexpr int VE = 16 / (int)sizeof(T);
     static constexpr int BKE = 4 * VE;
     static constexpr int A_IT = BM * 4 / NT;
     static constexpr int B_IT = (BN * 4 + NT - 1) / NT;
-    const T* in;
-    const T* brow[B_IT];
-    rv_i64 abase[A_IT];
+    static constexpr bool B_FULL = (BN * 4) % NT == 0;  // every thread has B_IT whole B rows
+    static_assert((NT / 4) % 8 == 0, "rows NT/4 apart must share the swizzle (rv_mma_chunk)");
+    const char* in;
+    const char* arow[A_IT];
+    const char* brow[B_IT];
     rv_u32 mh[A_IT], mw[A_IT];
-    rv_i64 dh_step, dw_step;
-    int r, s, cgp, chunk, tr, ts, tc, K, bkk;
-    bool taps_inner;  // k order: a k-tile is one tap of one BKE-channel slice (RV_IG_TAPS_INNER)
+    rv_i64 dh_step, dw_step;  // bytes
+    rv_i64 aoff;              // bytes: tr*dh_step + ts*dw_step + tc*sizeof(T)
+    int r, s, cgp, tr, ts, tc, K, bkk;
+    int dst;                  // 16-byte units: this thread's chunk of tile row tid/4
+    rv_u32 bin;               // bit i: B row i of this thread is inside the BN-row tile
+    bool taps_inner;          // k order: a k-tile is one tap of one BKE-channel slice (RV_IG_TAPS_INNER)
     bool bok[B_IT];
 #if !defined(RV_MMA_HAVE_NV)
     rv_v16 ra[A_IT], rb[B_IT];
@@ -326,9 +343,10 @@ struct rv_ig_iter {
     __device__ __forceinline__ void init(const rv_ig_args& a, const T* in_, const T* w, int tid, int grp, int kg, int ct, int K_,
                                          int M, int m0, int j0, int kt0, rv_fastdiv div_pq, rv_fastdiv div_q) {
         const rv_conv2d& g = a.g;
-        in = in_;
+        in = (const char*)in_;
         r = g.r, s = g.s, cgp = a.cgp, K = K_;
-        chunk = tid & 3;
+        const int chunk = tid & 3;
+        dst = rv_mma_chunk(tid >> 2, chunk);
 #pragma unroll
         for (int i = 0; i < A_IT; ++i) {
             const int m = m0 + (tid >> 2) + i * (NT / 4);
@@ -336,7 +354,7 @@ struct rv_ig_iter {
             const unsigned img = rv_divmod(m < M ? (unsigned)m : 0u, div_pq, &rem);
             const unsigned yy = rv_divmod(rem, div_q, &xx);
             const int y0 = (int)yy * g.stride_h - g.pad_h, x0 = (int)xx * g.stride_w - g.pad_w;
-            abase[i] = (((rv_i64)img * g.h + y0) * g.w + x0) * ct + (rv_i64)grp * cgp;
+            arow[i] = in + ((((rv_i64)img * g.h + y0) * g.w + x0) * ct + (rv_i64)grp * cgp) * (rv_i64)sizeof(T);
             rv_u32 bh = 0, bw = 0;
             if (m < M) {
                 for (int t = 0; t < g.r; ++t) {
@@ -351,8 +369,8 @@ struct rv_ig_iter {
             mh[i] = bh;
             mw[i] = bw;
         }
-        dh_step = (rv_i64)g.dil_h * g.w * ct;
-        dw_step = (rv_i64)g.dil_w * ct;
+        dh_step = (rv_i64)g.dil_h * g.w * ct * (rv_i64)sizeof(T);
+        dw_step = (rv_i64)g.dil_w * ct * (rv_i64)sizeof(T);
         taps_inner = RV_IG_TAPS_INNER && cgp % BKE == 0;
         if (taps_inner) {
             const int taps = g.r * g.s;
@@ -369,19 +387,26 @@ struct rv_ig_iter {
             ts = t - tr * g.s;
             bkk = kk;
         }
+        aoff = tr * dh_step + ts * dw_step + (rv_i64)tc * (rv_i64)sizeof(T);
 #pragma unroll
         for (int i = 0; i < B_IT; ++i) {
             const int idx = tid + i * NT;
             const int n = j0 + (idx >> 2);
-            bok[i] = idx < BN * 4 && n < kg;
-            brow[i] = w + ((rv_i64)grp * kg + (bok[i] ? n : 0)) * K + chunk * VE;
+            const bool inside = B_FULL || idx < BN * 4;
+            bin = (i == 0 ? 0u : bin) | ((rv_u32)inside << i);
+            bok[i] = inside && n < kg;
+            brow[i] = (const char*)(w + ((rv_i64)grp * kg + (bok[i] ? n : 0)) * K);
         }
     }
 
     // Source of A row i's chunk at the current position, and whether it is real data.
-    __device__ __forceinline__ const T* a_src(int i, bool& ok) const {
+    __device__ __forceinline__ const char* a_src(int i, bool& ok) const {
         ok = tr < r && ((mh[i] >> tr) & (mw[i] >> ts) & 1u);
-        return in + abase[i] + tr * dh_step + ts * dw_step + tc;
+        return arow[i] + aoff;
+    }
+    __device__ __forceinline__ const char* b_src(int i, bool& ok) const {
+        ok = bok[i] && bkk < K;
+        return brow[i] + (rv_i64)bkk * (rv_i64)sizeof(T);
     }
     __device__ __forceinline__ void advance() {
         if (taps_inner) {
@@ -393,34 +418,37 @@ struct rv_ig_iter {
                 }
             }
             bkk = (tr * s + ts) * cgp + tc;
-            return;
-        }
-        tc += BKE;
-        while (tc >= cgp) {
-            tc -= cgp;
-            if (++ts == s) {
-                ts = 0;
-                ++tr;
+        } else {
+            tc += BKE;
+            while (tc >= cgp) {
+                tc -= cgp;
+                if (++ts == s) {
+                    ts = 0;
+                    ++tr;
+                }
             }
+            bkk += BKE;
         }
-        bkk += BKE;
+        aoff = tr * dh_step + ts * dw_step + (rv_i64)tc * (rv_i64)sizeof(T);
     }
 
 #if defined(RV_MMA_HAVE_NV)
-    // cp.async the current k-tile into stage `st`, then step to the next one.
-    __device__ __forceinline__ void issue(rv_v16* st, int tid) {
+    // cp.async the current k-tile into stage `st`, then step to the next one. A chunk that
+    // is padding gets src-size 0: zeros, and its address (which may lie outside the band)
+    // is never read (PTX ISA, cp.async: "src-size ... remaining bytes are zero-filled").
+    __device__ __forceinline__ void issue(rv_v16* st) {
 #pragma unroll
         for (int i = 0; i < A_IT; ++i) {
             bool ok;
-            const T* src = a_src(i, ok);
-            rv_cp_async16_a(st + rv_mma_chunk((tid >> 2) + i * (NT / 4), chunk), ok ? (const void*)src : (const void*)in, ok);
+            const char* src = a_src(i, ok);
+            rv_cp_async16_a(st + dst + i * NT, src, ok);
         }
 #pragma unroll
         for (int i = 0; i < B_IT; ++i) {
-            const int idx = tid + i * NT;
-            if (idx < BN * 4) {
-                const bool ok = bok[i] && bkk < K;
-                rv_cp_async16(st + BM * 4 + rv_mma_chunk(idx >> 2, chunk), ok ? (const void*)(brow[i] + bkk - chunk * VE) : (const void*)in, ok);
+            if (B_FULL || ((bin >> i) & 1u)) {
+                bool ok;
+                const char* src = b_src(i, ok);
+                rv_cp_async16(st + BM * 4 + dst + i * NT, src, ok);
             }
         }
         advance();
@@ -431,27 +459,27 @@ struct rv_ig_iter {
 #pragma unroll
         for (int i = 0; i < A_IT; ++i) {
             bool ok;
-            const T* src = a_src(i, ok);
+            const char* src = a_src(i, ok);
             rv_v16 v = {0u, 0u, 0u, 0u};
             if (ok) v = *(const rv_v16*)src;
             ra[i] = v;
         }
 #pragma unroll
         for (int i = 0; i < B_IT; ++i) {
+            bool ok;
+            const char* src = b_src(i, ok);
             rv_v16 v = {0u, 0u, 0u, 0u};
-            if (bok[i] && bkk < K) v = *(const rv_v16*)(brow[i] + bkk - chunk * VE);
+            if (ok) v = *(const rv_v16*)src;
             rb[i] = v;
         }
         advance();
     }
-    __device__ __forceinline__ void store(rv_v16* st, int tid) const {
+    __device__ __forceinline__ void store(rv_v16* st) const {
 #pragma unroll
-        for (int i = 0; i < A_IT; ++i) st[rv_mma_chunk((tid >> 2) + i * (NT / 4), chunk)] = ra[i];
+        for (int i = 0; i < A_IT; ++i) st[dst + i * NT] = ra[i];
 #pragma unroll
-        for (int i = 0; i < B_IT; ++i) {
-            const int idx = tid + i * NT;
-            if (idx < BN * 4) st[BM * 4 + rv_mma_chunk(idx >> 2, chunk)] = rb[i];
-        }
+        for (int i = 0; i < B_IT; ++i)
+            if (B_FULL || ((bin >> i) & 1u)) st[BM * 4 + dst + i * NT] = rb[i];
     }
 #endif
 };
@@ -530,31 +558,34 @@ struct rv_igemm_nhwc {
 #if defined(RV_MMA_HAVE_NV)
 #pragma unroll
         for (int s = 0; s < S - 1; ++s) {
-            if (s < nkt) it.issue(smem + s * STAGE, tid);
+            if (s < nkt) it.issue(smem + s * STAGE);
             rv_cp_async_commit();
         }
+        // Stage ring positions (16-byte units) of the tile read and the tile written.
+        int rd = 0, wr = (S - 1) * STAGE;
         for (int kt = 0; kt < nkt; ++kt) {
             rv_cp_async_wait<S - 2>();
             __syncthreads();
-            const int nk = kt + S - 1;
-            if (nk < nkt) it.issue(smem + (nk % S) * STAGE, tid);
+            if (kt + S - 1 < nkt) it.issue(smem + wr);
             rv_cp_async_commit();
-            const rv_v16* st = smem + (kt % S) * STAGE;
+            const rv_v16* st = smem + rd;
             math.compute(st, st + BM * 4);
+            rd = rd + STAGE == S * STAGE ? 0 : rd + STAGE;
+            wr = wr + STAGE == S * STAGE ? 0 : wr + STAGE;
         }
         rv_cp_async_wait<0>();
         __syncthreads();
 #else
         if (nkt > 0) {
             it.fetch();
-            it.store(smem, tid);
+            it.store(smem);
         }
         __syncthreads();
         for (int kt = 0; kt < nkt; ++kt) {
             if (kt + 1 < nkt) it.fetch();
             const rv_v16* st = smem + (kt & 1) * STAGE;
             math.compute(st, st + BM * 4);
-            if (kt + 1 < nkt) it.store(smem + ((kt + 1) & 1) * STAGE, tid);
+            if (kt + 1 < nkt) it.store(smem + ((kt + 1) & 1) * STAGE);
             __syncthreads();
         }
 #endif

@@ -1,4 +1,4 @@
-//! Against the real MIOpen library: the ROCm toolchain chroot of DESIGN.md (no GPU there).
+//! Against the real MIOpen library: the ROCm toolchain chroot of docs/architecture.md (verification tiers) (no GPU there).
 //!
 //! Where MIOpen is not installed (the CPU tier) each test prints `SKIPPED: <reason>` and
 //! passes; with `ROCM_VISION_REQUIRE_ROCM=1` (the toolchain tier) a missing MIOpen fails.

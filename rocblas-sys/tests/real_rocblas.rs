@@ -1,4 +1,4 @@
-//! Against the real rocBLAS library: the ROCm toolchain chroot of DESIGN.md (no GPU there).
+//! Against the real rocBLAS library: the ROCm toolchain chroot of docs/architecture.md (verification tiers) (no GPU there).
 //!
 //! Where rocBLAS is not installed (the CPU tier) each test prints `SKIPPED: <reason>` and
 //! passes; with `ROCM_VISION_REQUIRE_ROCM=1` (the toolchain tier) a missing rocBLAS fails.

@@ -3,7 +3,7 @@
  * (rocm-backend/FFI.md), implemented over the CUDA driver API.
  *
  * TEST INFRASTRUCTURE, NOT A PRODUCT FEATURE (see ../README.md). It exists so that the
- * real rocm-backend code runs on an NVIDIA GPU (the GPU tier of DESIGN.md).
+ * real rocm-backend code runs on an NVIDIA GPU (the GPU tier of docs/architecture.md).
  *
  * Compiled against the real HIP 6.4 headers with __HIP_PLATFORM_AMD__, as ROCm builds its
  * clients, so every definition below must match ROCm's declaration exactly; the compiler
