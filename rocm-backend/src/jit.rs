@@ -295,7 +295,9 @@ impl Jit {
         if rc != hip::hipError_t_hipSuccess {
             return Err(RocmError::op(
                 "launch",
-                format!("{entry}: the device refused {shared_bytes} bytes of dynamic shared memory per block (HIP error {rc})"),
+                format!(
+                    "{entry}: the device refused {shared_bytes} bytes of dynamic shared memory per block (HIP error {rc})"
+                ),
             ));
         }
         limits.insert(entry.to_string(), shared_bytes);

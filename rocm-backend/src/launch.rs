@@ -159,7 +159,13 @@ pub fn launch(dev: &RocmDevice, kernel: &Kernel, grid: Grid, args: &mut [Arg]) -
 
 /// [`launch`] with `shared_bytes` of dynamic shared memory per block (the kernels that
 /// declare theirs `extern`; above 48 KiB the function's limit is raised first).
-pub fn launch_with_shared(dev: &RocmDevice, kernel: &Kernel, shared_bytes: u32, grid: Grid, args: &mut [Arg]) -> Result<()> {
+pub fn launch_with_shared(
+    dev: &RocmDevice,
+    kernel: &Kernel,
+    shared_bytes: u32,
+    grid: Grid,
+    args: &mut [Arg],
+) -> Result<()> {
     kernel.check(args)?;
     let (grid, block) =
         grid.dims(kernel.family.launch).map_err(|e| RocmError::op("launch", format!("{}: {e}", kernel.entry)))?;

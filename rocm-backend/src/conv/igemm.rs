@@ -43,7 +43,8 @@ fn nhwc_kernel(variant: MmaVariant, config: &IgemmNhwcConfig, kd: kernels::DType
 /// Whether `arch` compiles igemm_mma.hip's cp.async pipeline (`RV_MMA_HAVE_NV`: NVIDIA sm_80
 /// and later), whose shared memory is dynamic and passed at launch.
 fn cp_async_target(arch: &str) -> bool {
-    arch.strip_prefix("sm_").and_then(|v| v.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse::<u32>().ok())
+    arch.strip_prefix("sm_")
+        .and_then(|v| v.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse::<u32>().ok())
         .is_some_and(|v| v >= 80)
 }
 
