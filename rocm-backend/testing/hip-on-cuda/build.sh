@@ -142,9 +142,13 @@ printf '{ global: rocblas_*; local: *; };\n' >"$obj/rocblas.map"
 printf '{ global: miopen*; local: *; };\n' >"$obj/miopen.map"
 
 set -x
+# libamdhip64 in three translation units: hip_runtime.c (the core: errors, contexts, trace),
+# hip_device.c (devices, memory, streams, events), hip_module.c (modules, launches).
 "$cc" "${cflags[@]}" -I"$rocm_inc" -I"$cuda_inc" -c "$src/hip_runtime.c" -o "$obj/hip_runtime.o"
+"$cc" "${cflags[@]}" -I"$rocm_inc" -I"$cuda_inc" -c "$src/hip_device.c" -o "$obj/hip_device.o"
+"$cc" "${cflags[@]}" -I"$rocm_inc" -I"$cuda_inc" -c "$src/hip_module.c" -o "$obj/hip_module.o"
 "$cc" -shared -o "$out/lib/libamdhip64.so" -Wl,-soname,libamdhip64.so -Wl,--version-script="$obj/amdhip64.map" \
-    "$obj/hip_runtime.o" "${cuda_link[@]}" -lpthread
+    "$obj/hip_runtime.o" "$obj/hip_device.o" "$obj/hip_module.o" "${cuda_link[@]}" -lpthread
 
 "$cc" "${cflags[@]}" -I"$rocm_inc" -I"$nvrtc_inc" -DHOC_CUDA_INCLUDE="\"$fp16_inc\"" -c "$src/hiprtc.c" -o "$obj/hiprtc.o"
 "$cc" -shared -o "$out/lib/libhiprtc.so" -Wl,-soname,libhiprtc.so -Wl,--version-script="$obj/hiprtc.map" \
@@ -162,9 +166,13 @@ set -x
     "$obj/miopen_api.o" "$obj/miopen_cudnn.o" -L"$out/lib" -lamdhip64 "$cudnn_lib" '-Wl,-rpath,$ORIGIN' \
     "$(rpath "$cudnn_lib")"
 
-# The test sees only the ROCm headers.
+# The test sees only the ROCm headers. Three files: test_hip_on_cuda.c (helpers, HIP runtime
+# tests, main), test_hiprtc_modules.c, test_rocblas_miopen.c.
 "$cc" "${cflags[@]}" -I"$rocm_inc" -c "$here/test_hip_on_cuda.c" -o "$obj/test_hip_on_cuda.o"
-"$cc" -o "$out/bin/test_hip_on_cuda" "$obj/test_hip_on_cuda.o" -L"$out/lib" -lMIOpen -lrocblas -lhiprtc -lamdhip64 \
+"$cc" "${cflags[@]}" -I"$rocm_inc" -c "$here/test_hiprtc_modules.c" -o "$obj/test_hiprtc_modules.o"
+"$cc" "${cflags[@]}" -I"$rocm_inc" -c "$here/test_rocblas_miopen.c" -o "$obj/test_rocblas_miopen.o"
+"$cc" -o "$out/bin/test_hip_on_cuda" "$obj/test_hip_on_cuda.o" "$obj/test_hiprtc_modules.o" "$obj/test_rocblas_miopen.o" \
+    -L"$out/lib" -lMIOpen -lrocblas -lhiprtc -lamdhip64 \
     -lm -pthread -Wl,-rpath,"$out/lib" "${undefined[@]}"
 { set +x; } 2>/dev/null
 echo "build.sh: built $out/lib/{libamdhip64,libhiprtc,librocblas,libMIOpen}.so and $out/bin/test_hip_on_cuda"

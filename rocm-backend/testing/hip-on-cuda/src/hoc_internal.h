@@ -1,5 +1,6 @@
 /*
- * hip-on-cuda: declarations shared between the four test libraries.
+ * hip-on-cuda: declarations shared between the four test libraries (and, in the section
+ * marked HOC_LIBAMDHIP64, between the three translation units of libamdhip64.so).
  *
  * TEST INFRASTRUCTURE, NOT A PRODUCT FEATURE (see ../README.md).
  *
@@ -46,9 +47,10 @@ static inline int hoc_log_enabled(void) {
 /* ---------------------------------------------------------------------------------------
  * Call statistics, a measuring aid of the GPU tier (issue 12: where does the host time
  * go). With HOC_STATS set to a non-empty value other than "0", each timed entry point
- * counts its calls and the host time spent inside it, and each library prints its table
- * to stderr at exit (`[hip-on-cuda stats <file>] name calls total_ms mean_us`). Off, a
- * timed entry point costs one cached branch.
+ * counts its calls and the host time spent inside it, and each translation unit that has
+ * timed entry points prints its table to stderr at exit (`[hip-on-cuda stats <file>] name
+ * calls total_ms mean_us`; libamdhip64 prints two, hip_device.c's and hip_module.c's). Off,
+ * a timed entry point costs one cached branch.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -154,6 +156,37 @@ static inline void hoc_timer_end(struct hoc_timer* t) {
 #define HOC_TRACE_HOST ((void*)-1)
 int hoc_trace_begin(const char* kind, const char* name, unsigned long long bytes, void* stream);
 void hoc_trace_end(int record, void* stream);
+
+/* ---------------------------------------------------------------------------------------
+ * libamdhip64.so: what its three translation units share (hip_runtime.c: error state,
+ * CUresult mapping, driver initialisation, contexts, trace, error names; hip_device.c:
+ * devices, memory, streams, events; hip_module.c: modules, function attributes, launches).
+ * Only where HOC_LIBAMDHIP64 is defined, after <hip/hip_runtime_api.h> and <cuda.h>: unlike
+ * the rest of this header, these use HIP and CUDA driver types. Hidden, and outside the
+ * library's version script in any case.
+ */
+#ifdef HOC_LIBAMDHIP64
+/* Records e as the calling thread's last error (what hipGetLastError returns) unless it is
+ * hipSuccess or hipErrorNotReady, logging it under HOC_LOG with fn; returns e. */
+HOC_HIDDEN hipError_t hoc_record(const char* fn, hipError_t e);
+/* How every HIP entry point returns. */
+#define RETURN(e) return hoc_record(__func__, (e))
+/* CUresult -> hipError_t. */
+HOC_HIDDEN hipError_t hoc_from_cu(CUresult r);
+/* Initialises the driver once per process; every entry point starts here. */
+HOC_HIDDEN hipError_t hoc_ensure_init(void);
+/* hoc_ensure_init, then hipErrorInvalidDevice unless 0 <= id < hoc_device_count. */
+HOC_HIDDEN hipError_t hoc_check_device(int id);
+/* Makes the primary context of the thread's current device current on this thread. */
+HOC_HIDDEN hipError_t hoc_enter(void);
+/* The HOC_TRACE file, or NULL when tracing is off. */
+HOC_HIDDEN const char* hoc_trace_path(void);
+/* HIP ordinal -> CUdevice, and the device count (set once by hoc_ensure_init). */
+HOC_HIDDEN extern CUdevice* hoc_devices;
+HOC_HIDDEN extern int hoc_device_count;
+/* HIP's current device: per host thread, starts at 0. */
+HOC_HIDDEN extern _Thread_local int hoc_current_device;
+#endif
 
 /* ---------------------------------------------------------------------------------------
  * libMIOpen.so: the interface between miopen_api.c (MIOpen headers) and miopen_cudnn.c
