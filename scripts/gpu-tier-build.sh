@@ -2,7 +2,8 @@
 # Builds, on the development machine, the binaries scripts/gpu-tier.sh runs on the GPU
 # machine, and stages them (with the ROCm headers the HIP-on-CUDA library compiles
 # against) in .device-carry/. The HIP bindings are pinned to the toolchain chroot's HIP
-# (6.4.43484) through scripts/hipconfig, as DESIGN.md requires for the tier.
+# (6.4.43484) through scripts/hipconfig: one set of layouts for the tier's binaries, while the
+# HIP-on-CUDA library is built against both header sets (scripts/gpu-tier.sh).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"

@@ -15,16 +15,6 @@ pub(crate) struct RocmContext {
     pub conv: RocmConv,
 }
 
-impl RocmContext {
-    /// The budget as the dispatcher would see it with `live` bytes in use: the allocator's
-    /// budget, and `live` in place of what is live now (what a memory plan asks at each
-    /// convolution of a walk). The one place here that builds a ROCm budget state; the run
-    /// itself takes `RocmConv::budget_state` (the allocator's live bytes and the output).
-    pub fn budget_with_live(&self, live: usize) -> conv_engine::BudgetState {
-        conv_engine::BudgetState { budget: self.device.allocator().stats().budget, live }
-    }
-}
-
 /// A compute device: a cheap handle that carries the device's convolution engine (its
 /// dispatcher, plan cache and workspace budget).
 ///
@@ -423,12 +413,8 @@ impl Device {
             None => Ok(self.cpu_conv.plan_rounded(problem, self.conv_rounding)?.workspace_bytes()),
             Some(c) => {
                 let live = rocm_backend::alloc::size_class(problem.output_bytes());
-                let plan = c.conv.dispatcher_for(self.conv_rounding).plan(problem, c.budget_with_live(live))?;
-                // Up to three workspace buffers, each rounded up to the allocator's size class.
-                // This figure belongs to rocm-backend's conv plans (which buffers each
-                // algorithm allocates, and the allocator's rounding): it should come from
-                // one function there (issue 29, item 3), not be restated here.
-                Ok(plan.workspace_bytes() + if plan.workspace_bytes() > 0 { 3 * (2 << 20) } else { 0 })
+                let plan = c.conv.plan_with_live(problem, self.conv_rounding, live)?;
+                Ok(rocm_backend::conv::RocmConv::workspace_allocation_bytes(&plan))
             }
         }
     }

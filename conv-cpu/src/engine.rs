@@ -9,16 +9,14 @@ use candle_core::{Device, Storage, Tensor, WithDType};
 use conv_engine::budget::{DEFAULT_CPU_WORKSPACE, host_free_bytes};
 use conv_engine::{
     Algorithm, AlgorithmCatalog, Budget, BudgetState, Conv1dParams, Conv2dParams, ConvDType, ConvError, ConvProblem,
-    ConvRounding, Dispatcher, Epilogue, WorkspaceMeter,
+    ConvRounding, Dispatcher, Epilogue, RoundingDispatchers, WorkspaceMeter,
 };
 use half::{bf16, f16};
 
 /// Convolution on the CPU within a workspace budget: plans with the dispatcher, runs the
 /// plan, and counts the workspace it allocates itself.
 pub struct CpuConv {
-    dispatcher: Dispatcher<CpuCatalog>,
-    /// The same catalog under [`ConvRounding::SizeIndependent`] ([`Self::dispatcher_for`]).
-    size_independent: Dispatcher<CpuCatalog>,
+    dispatchers: RoundingDispatchers<CpuCatalog>,
     budget: Budget,
     meter: WorkspaceMeter,
 }
@@ -36,8 +34,10 @@ impl CpuConv {
 
     pub fn with_catalog(catalog: CpuCatalog, budget: Budget) -> Self {
         CpuConv {
-            size_independent: Dispatcher::new(catalog.clone().with_rounding(ConvRounding::SizeIndependent)),
-            dispatcher: Dispatcher::new(catalog),
+            dispatchers: RoundingDispatchers::new(|rounding| match rounding {
+                ConvRounding::Fastest => catalog.clone(),
+                ConvRounding::SizeIndependent => catalog.clone().with_rounding(rounding),
+            }),
             budget,
             meter: WorkspaceMeter::default(),
         }
@@ -45,8 +45,7 @@ impl CpuConv {
 
     /// Only these algorithms may be chosen.
     pub fn with_allowed(mut self, algorithms: &[Algorithm]) -> Self {
-        self.dispatcher = self.dispatcher.with_allowed(algorithms);
-        self.size_independent = self.size_independent.with_allowed(algorithms);
+        self.dispatchers = self.dispatchers.with_allowed(algorithms);
         self
     }
 
@@ -55,7 +54,7 @@ impl CpuConv {
     }
 
     pub fn dispatcher(&self) -> &Dispatcher<CpuCatalog> {
-        &self.dispatcher
+        self.dispatchers.get(ConvRounding::Fastest)
     }
 
     /// Workspace the engine itself allocated (candle's and the gemm crate's internal
@@ -78,15 +77,12 @@ impl CpuConv {
     /// The dispatcher that plans under `rounding` (the engine's own catalog for
     /// [`ConvRounding::Fastest`], restricted by [`CpuCatalog::with_rounding`] otherwise).
     pub fn dispatcher_for(&self, rounding: ConvRounding) -> &Dispatcher<CpuCatalog> {
-        match rounding {
-            ConvRounding::Fastest => &self.dispatcher,
-            ConvRounding::SizeIndependent => &self.size_independent,
-        }
+        self.dispatchers.get(rounding)
     }
 
     /// [`Self::plan`] under `rounding`.
     pub fn plan_rounded(&self, problem: &ConvProblem, rounding: ConvRounding) -> Result<CpuPlan, ConvError> {
-        self.dispatcher_for(rounding).plan(problem, self.budget_state())
+        self.dispatchers.plan(problem, rounding, self.budget_state())
     }
 
     /// [`Self::run_fused`] under `rounding`.
@@ -110,7 +106,7 @@ impl CpuConv {
     /// them, as a first run allocates them; a memory plan of a later run holds them apart
     /// (upper bounds, not part of the exact walk). 0 for the kernels that pack themselves.
     pub fn gemm_crate_bytes(&self, plan: &CpuPlan) -> usize {
-        let threads = self.dispatcher.catalog().threads;
+        let threads = self.dispatcher().catalog().threads;
         match plan.kernel() {
             // Row chunks are strided operands, which the crate packs into a buffer of its
             // own per call (measured: the whole figure, on top of what is live).
@@ -253,7 +249,7 @@ impl CpuConv {
     /// rely on), and its microkernel runs on this CPU.
     fn check_plan(&self, plan: &CpuPlan) -> Result<(), ConvError> {
         let problem = plan.problem();
-        let catalog = self.dispatcher.catalog();
+        let catalog = self.dispatcher().catalog();
         let unsupported = |why: &str| ConvError::AlgorithmUnsupported {
             problem: problem.to_string(),
             algorithm: plan.algorithm().name(),
@@ -326,7 +322,7 @@ impl CpuConv {
         check_len("bias", b.map(<[T]>::len), g.out_channels)?;
         let mut out = output_buffer::<T>(&self.meter, g.output_len())?;
         let (img_in, img_out) = (g.input_len() / g.batch, g.output_len() / g.batch);
-        let catalog = self.dispatcher.catalog();
+        let catalog = self.dispatcher().catalog();
         for chunk in plan.chunks() {
             let gc = chunk_geometry(problem, &chunk);
             let xs = &x[chunk.batch.start * img_in..chunk.batch.end * img_in];

@@ -317,6 +317,50 @@ impl<K> PlanCache<K> {
     }
 }
 
+/// One dispatcher (and plan cache) per [`ConvRounding`] over one device's catalog: what
+/// each device's engine holds (`conv_cpu::CpuConv`, `rocm_backend::conv::RocmConv`), so
+/// that choosing by rounding and restricting the algorithms are written once.
+pub struct RoundingDispatchers<C: AlgorithmCatalog> {
+    fastest: Dispatcher<C>,
+    size_independent: Dispatcher<C>,
+}
+
+impl<C: AlgorithmCatalog> RoundingDispatchers<C> {
+    /// `catalog(rounding)`: the device's catalog as it plans under `rounding`.
+    pub fn new(mut catalog: impl FnMut(ConvRounding) -> C) -> Self {
+        RoundingDispatchers {
+            fastest: Dispatcher::new(catalog(ConvRounding::Fastest)),
+            size_independent: Dispatcher::new(catalog(ConvRounding::SizeIndependent)),
+        }
+    }
+
+    /// Only these algorithms may be chosen, under either rounding.
+    pub fn with_allowed(self, algorithms: &[Algorithm]) -> Self {
+        RoundingDispatchers {
+            fastest: self.fastest.with_allowed(algorithms),
+            size_independent: self.size_independent.with_allowed(algorithms),
+        }
+    }
+
+    /// The dispatcher that plans under `rounding`.
+    pub fn get(&self, rounding: ConvRounding) -> &Dispatcher<C> {
+        match rounding {
+            ConvRounding::Fastest => &self.fastest,
+            ConvRounding::SizeIndependent => &self.size_independent,
+        }
+    }
+
+    /// [`Dispatcher::plan`] under `rounding`.
+    pub fn plan(
+        &self,
+        problem: &ConvProblem,
+        rounding: ConvRounding,
+        budget: BudgetState,
+    ) -> Result<Plan<C::Kernel>, ConvError> {
+        self.get(rounding).plan(problem, budget)
+    }
+}
+
 /// Fixed cost of running one more chunk (a launch, re-reading the overlap rows).
 const PER_CHUNK_SECONDS: f64 = 20e-6;
 

@@ -23,6 +23,7 @@ pub mod workspace;
 pub use budget::{Budget, format_bytes};
 pub use dispatch::{
     Algorithm, AlgorithmCatalog, BudgetState, Chunk, Chunking, ConvRounding, Dispatcher, Plan, PlanCache,
+    RoundingDispatchers,
 };
 pub use epilogue::{Activation, Epilogue};
 pub use error::ConvError;

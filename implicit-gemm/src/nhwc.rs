@@ -5,7 +5,7 @@
 //! check it index for index against the f64 reference.
 
 use conv_engine::geometry::{ConvGeometry, ConvKind, Phase, phases};
-use kernels::Conv2dParams;
+use kernels::Conv2dAbi;
 use std::ops::Range;
 
 /// Channel slots per group of the packed input and weights: channels per group rounded up
@@ -82,7 +82,7 @@ pub fn tap_grid(ph: &Phase) -> Option<TapGrid> {
 #[derive(Clone, Copy, Debug)]
 pub struct PhaseLaunch {
     /// The forward convolution over the band that computes the phase's grid.
-    pub params: Conv2dParams,
+    pub params: Conv2dAbi,
     pub taps: TapGrid,
     /// Output element offset of grid cell (0, 0) of image 0 of the chunk.
     pub out_offset: usize,
@@ -152,7 +152,7 @@ pub fn chunk_layout(
         }
         // A phase without taps still writes its pixels (bias only): one empty tap row.
         let (nr, ns) = if t.nr == 0 || t.ns == 0 { (0, 1) } else { (t.nr, t.ns) };
-        let params = Conv2dParams {
+        let params = Conv2dAbi {
             n: images as i32,
             c: g.in_channels as i32,
             h: band.len() as i32,

@@ -166,9 +166,9 @@ pub enum ArgType {
     F64,
     /// `rv_strided` by value: a [`StridedLayout`] (112 bytes).
     Strided,
-    /// `rv_conv2d` by value: a [`Conv2dParams`] (64 bytes).
+    /// `rv_conv2d` by value: a [`Conv2dAbi`] (64 bytes).
     Conv2d,
-    /// `rv_epilogue` by value: an [`EpilogueParams`] (16 bytes).
+    /// `rv_epilogue` by value: an [`EpilogueAbi`] (16 bytes).
     Epilogue,
     /// A device pointer to `elem`; `mutable` when the kernel writes through it.
     Ptr { elem: Elem, mutable: bool },
@@ -198,8 +198,8 @@ impl ArgType {
             ArgType::I32 => 4,
             ArgType::I64 | ArgType::F64 | ArgType::Ptr { .. } => 8,
             ArgType::Strided => std::mem::size_of::<StridedLayout>(),
-            ArgType::Conv2d => std::mem::size_of::<Conv2dParams>(),
-            ArgType::Epilogue => std::mem::size_of::<EpilogueParams>(),
+            ArgType::Conv2d => std::mem::size_of::<Conv2dAbi>(),
+            ArgType::Epilogue => std::mem::size_of::<EpilogueAbi>(),
             ArgType::Value(_) => dtype.size_in_bytes(),
         }
     }
@@ -499,16 +499,16 @@ impl StridedLayout {
 /// 2 SiLU, 3 LeakyReLU with slope `alpha`, 4 GELU (tanh).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct EpilogueParams {
+pub struct EpilogueAbi {
     pub act: i32,
     pub alpha: f32,
     pub scale: f32,
     pub reserved: i32,
 }
 
-impl Default for EpilogueParams {
+impl Default for EpilogueAbi {
     fn default() -> Self {
-        EpilogueParams { act: 0, alpha: 0.0, scale: 1.0, reserved: 0 }
+        EpilogueAbi { act: 0, alpha: 0.0, scale: 1.0, reserved: 0 }
     }
 }
 
@@ -517,7 +517,7 @@ impl Default for EpilogueParams {
 /// through the output size p, q. 1-D convolutions are 2-D ones with h = r = p = 1.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Conv2dParams {
+pub struct Conv2dAbi {
     pub n: i32,
     pub c: i32,
     pub h: i32,

@@ -1,7 +1,7 @@
 //! The tile configurations instantiated by `igemm.hip` and `igemm_mma.hip`, and the entry-point
 //! names they give (igemm_configs.md explains the choice).
 
-use crate::{Conv2dParams, DType, module_of};
+use crate::{Conv2dAbi, DType, module_of};
 
 /// A tile configuration of the implicit-GEMM kernels (`igemm_{fwd,tconv}_<name>_<dtype>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,7 +23,7 @@ impl IgemmConfig {
         (self.bm / self.tm) * (self.bn / self.tn)
     }
     /// Grid for a problem: (ceil(n*p*q / bm), ceil(k_per_group / bn), groups).
-    pub fn grid(&self, params: &Conv2dParams) -> (u32, u32, u32) {
+    pub fn grid(&self, params: &Conv2dAbi) -> (u32, u32, u32) {
         let m = params.n as u64 * params.p as u64 * params.q as u64;
         let kg = (params.k / params.groups.max(1)) as u64;
         (m.div_ceil(self.bm as u64) as u32, kg.div_ceil(self.bn as u64) as u32, params.groups as u32)

@@ -25,7 +25,7 @@
 //! e.g. `unary_silu_f16`, `cast_f32_bf16`, `copy_strided_b16`,
 //! `igemm_fwd_64x64x16_4x4_bf16`. [`Family::args`] lists the arguments in order with their
 //! C types; pointers are device pointers, `rv_strided` and `rv_conv2d` are passed by value
-//! and mirrored here by [`StridedLayout`] and [`Conv2dParams`]. Scalars (`double`) are f64
+//! and mirrored here by [`StridedLayout`] and [`Conv2dAbi`]. Scalars (`double`) are f64
 //! whatever the tensor dtype. [`Family::launch`] gives the launch geometry. All kernels are
 //! compiled with `__launch_bounds__(256)`: never launch more than [`MAX_THREADS`] threads
 //! per block. Kernels that reduce across a block need blockDim.x to be a multiple of the
@@ -38,8 +38,8 @@ pub mod ops;
 mod registry;
 
 pub use abi::{
-    Arg, ArgType, Conv2dParams, DType, Elem, EpilogueParams, Family, Launch, LayoutError, MAX_DIMS, MAX_THREADS,
-    Module, StridedLayout, Types,
+    Arg, ArgType, Conv2dAbi, DType, Elem, EpilogueAbi, Family, Launch, LayoutError, MAX_DIMS, MAX_THREADS, Module,
+    StridedLayout, Types,
 };
 pub use igemm_configs::{
     IGEMM_CONFIGS, IGEMM_EMU_CONFIGS, IGEMM_MMA_CONFIGS, IGEMM_SIMT_CONFIGS, IgemmConfig, IgemmMath, IgemmNhwcConfig,

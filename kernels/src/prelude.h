@@ -617,19 +617,19 @@ struct rv_conv2d {
     rv_i32 dil_h, dil_w;
     rv_i32 groups;
 };
-static_assert(sizeof(rv_conv2d) == 64, "rv_conv2d layout is mirrored by kernels::Conv2dParams (64 bytes)");
+static_assert(sizeof(rv_conv2d) == 64, "rv_conv2d layout is mirrored by kernels::Conv2dAbi (64 bytes)");
 
 // ---------------------------------------------------------------------------------------
 // A convolution's epilogue, passed by value: out = (act(acc + bias) + residual) * scale,
 // in f32. act: 0 identity, 1 relu, 2 silu, 3 leaky relu (slope alpha), 4 gelu (tanh).
-// Mirrored by kernels::EpilogueParams; the host's definition is implicit_gemm::Epilogue.
+// Mirrored by kernels::EpilogueAbi; the host's definition is implicit_gemm::Epilogue.
 struct rv_epilogue {
     rv_i32 act;
     float alpha;
     float scale;
     rv_i32 reserved;
 };
-static_assert(sizeof(rv_epilogue) == 16, "rv_epilogue layout is mirrored by kernels::EpilogueParams (16 bytes)");
+static_assert(sizeof(rv_epilogue) == 16, "rv_epilogue layout is mirrored by kernels::EpilogueAbi (16 bytes)");
 
 RV_DEVICE float rv_activate(float v, const rv_epilogue& e) {
     switch (e.act) {

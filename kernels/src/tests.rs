@@ -160,8 +160,8 @@ fn igemm_instantiations_match_their_configs() {
 #[test]
 fn mirrored_structs_have_the_sizes_the_prelude_asserts() {
     assert_eq!(std::mem::size_of::<StridedLayout>(), 112);
-    assert_eq!(std::mem::size_of::<Conv2dParams>(), 64);
-    assert_eq!(std::mem::size_of::<crate::EpilogueParams>(), 16);
+    assert_eq!(std::mem::size_of::<Conv2dAbi>(), 64);
+    assert_eq!(std::mem::size_of::<crate::EpilogueAbi>(), 16);
     assert!(PRELUDE.contains("sizeof(rv_epilogue) == 16"));
     assert!(PRELUDE.contains("sizeof(rv_strided) == 112"));
     assert!(PRELUDE.contains("sizeof(rv_conv2d) == 64"));
@@ -347,7 +347,7 @@ fn lookups_by_op_and_dtype() {
 #[test]
 fn igemm_grid_covers_the_problem() {
     // SD VAE up-block conv at 1024^2: 512 -> 512 channels, 3x3, one image.
-    let p = Conv2dParams {
+    let p = Conv2dAbi {
         n: 1,
         c: 512,
         h: 1024,
@@ -368,7 +368,7 @@ fn igemm_grid_covers_the_problem() {
     assert_eq!(IGEMM_CONFIGS[0].grid(&p), (16384, 8, 1));
     assert_eq!(IGEMM_CONFIGS[1].grid(&p), (8192, 4, 1));
     // Grouped, ragged: 3 groups of 5 output channels, 10x10 output.
-    let g = Conv2dParams { n: 2, c: 6, k: 15, p: 10, q: 10, groups: 3, ..p };
+    let g = Conv2dAbi { n: 2, c: 6, k: 15, p: 10, q: 10, groups: 3, ..p };
     assert_eq!(IGEMM_CONFIGS[2].grid(&g), (2, 1, 3));
 }
 

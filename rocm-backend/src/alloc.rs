@@ -22,7 +22,7 @@ use std::sync::Mutex;
 /// multiple of [`LARGE_GRANULE`] (bounded waste, few distinct classes).
 const SMALL_LIMIT: usize = 1 << 20;
 const SMALL_GRANULE: usize = 512;
-const LARGE_GRANULE: usize = 2 << 20;
+pub(crate) const LARGE_GRANULE: usize = 2 << 20;
 
 /// The block size an allocation of `bytes` gets.
 pub fn size_class(bytes: usize) -> usize {

@@ -9,7 +9,7 @@ use crate::device::RocmDevice;
 use crate::error::{Result, RocmError};
 use crate::runtime::check;
 use cubecl_hip_sys as hip;
-use kernels::{ArgType, Conv2dParams, DType, Elem, EpilogueParams, Family, Launch, StridedLayout};
+use kernels::{ArgType, Conv2dAbi, DType, Elem, EpilogueAbi, Family, Launch, StridedLayout};
 
 /// One kernel argument, by value, as the kernel's C signature declares it.
 #[derive(Clone, Copy, Debug)]
@@ -27,8 +27,8 @@ pub enum Arg {
     B64(u64),
     B8(u8),
     Strided(StridedLayout),
-    Conv(Conv2dParams),
-    Epilogue(EpilogueParams),
+    Conv(Conv2dAbi),
+    Epilogue(EpilogueAbi),
 }
 
 /// Threads per block of the 1-D families.
@@ -196,8 +196,8 @@ pub fn launch_raw(
             Arg::B64(v) => v as *mut u64 as *mut _,
             Arg::B8(v) => v as *mut u8 as *mut _,
             Arg::Strided(v) => v as *mut StridedLayout as *mut _,
-            Arg::Conv(v) => v as *mut Conv2dParams as *mut _,
-            Arg::Epilogue(v) => v as *mut EpilogueParams as *mut _,
+            Arg::Conv(v) => v as *mut Conv2dAbi as *mut _,
+            Arg::Epilogue(v) => v as *mut EpilogueAbi as *mut _,
         })
         .collect();
     // SAFETY: `params` points at values that live until this call returns (HIP copies

@@ -392,8 +392,9 @@ pub fn reduce(op: ReduceOp, x: &DeviceArray, outer: usize, len: usize, inner: us
 }
 
 /// Adds the per-channel exact sums of a `[C, rows, cols]` view of `x` (f32/f16/bf16) into
-/// `buckets` (`C x 256` i64: for each channel the signed significand sums by biased f32
-/// exponent, the layout of `rocm_vision::ExactSum`) and sets `flags[c]` (u32) where an inf
+/// `buckets` (`C x 256` i64: for each channel and each biased f32 exponent, the sum of the
+/// signed 24-bit significands of the elements with that exponent; the root crate's
+/// `ExactSum` reads this layout) and sets `flags[c]` (u32) where an inf
 /// or NaN was seen. Order-independent, so tiles and whole maps agree bit for bit. Nothing
 /// is read back: the sums of several maps (a pass's tiles) accumulate on the device, and
 /// the caller reads 2 KiB per channel once.

@@ -5,19 +5,8 @@
 
 use rocm_backend::{RocmDevice, RocmError, jit, runtime};
 
-/// Says on the process's own stderr that the calling test is skipped, and why, as
-/// `SKIPPED <test>: <reason>`. Written directly, not with `eprintln!`, which the test
-/// harness captures (and drops) for a test that passes: a skip is seen in every
-/// `cargo test` run (`cargo test 2>&1 | grep SKIPPED` lists them).
-fn skipped(reason: impl std::fmt::Display) {
-    use std::io::Write;
-    let thread = std::thread::current();
-    // One line (a reason's first), written at once so that parallel tests do not split it.
-    let reason = reason.to_string();
-    let first = reason.lines().next().unwrap_or_default().trim_end_matches(" Tried:");
-    let line = format!("SKIPPED {}: {first}\n", thread.name().unwrap_or("a test"));
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
-}
+// The one skip rule of the README (`SKIPPED <test>: <reason>` on the process's stderr).
+use conv_engine::testing::skipped;
 
 fn require_rocm() -> bool {
     std::env::var("ROCM_VISION_REQUIRE_ROCM").is_ok_and(|v| v == "1")

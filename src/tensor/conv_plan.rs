@@ -121,9 +121,8 @@ impl Device {
         match self.rocm_context() {
             None => self.conv_plan(problem),
             Some(ctx) => {
-                let dispatcher = ctx.conv.dispatcher_for(self.conv_rounding());
-                let plan = dispatcher.plan(problem, ctx.budget_with_live(live))?;
-                Ok(ConvPlanInfo::from_plan(dispatcher.catalog().device_key(), &plan))
+                let plan = ctx.conv.plan_with_live(problem, self.conv_rounding(), live)?;
+                Ok(ConvPlanInfo::from_plan(ctx.conv.dispatcher_for(self.conv_rounding()).catalog().device_key(), &plan))
             }
         }
     }

@@ -44,7 +44,7 @@ use crate::abi::arg;
 use crate::{Arg, ArgType, Family, MMA, MMA_NAME, Module, PRELUDE, PRELUDE_NAME};
 
 const NUMEL: Arg = arg("numel", ArgType::I64, "number of output elements");
-const GEOM: Arg = arg("g", ArgType::Conv2d, "convolution geometry (Conv2dParams)");
+const GEOM: Arg = arg("g", ArgType::Conv2d, "convolution geometry (Conv2dAbi)");
 
 /// The headers of every module but one: the prelude alone.
 const PRELUDE_ONLY: &[(&str, &str)] = &[(PRELUDE_NAME, PRELUDE)];

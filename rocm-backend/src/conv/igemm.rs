@@ -17,7 +17,7 @@ use candle_core::DType;
 use conv_engine::{Chunk, ConvProblem};
 use implicit_gemm::ConvKind;
 use implicit_gemm::nhwc::{ChunkLayout, NhwcWorkspace, chunk_layout, nhwc_supported};
-use kernels::{Conv2dParams, IgemmMath, IgemmNhwcConfig, MmaVariant, family};
+use kernels::{Conv2dAbi, IgemmMath, IgemmNhwcConfig, MmaVariant, family};
 use std::sync::Arc;
 
 fn layout_of(p: &ConvProblem, chunk: &Chunk) -> Result<ChunkLayout> {
@@ -181,7 +181,7 @@ fn run_igemm_chunk(
     let cgp = layout.cgp;
     let ct = g.groups * cgp;
     if !layout.band.is_empty() {
-        let full = Conv2dParams {
+        let full = Conv2dAbi {
             n: nb as i32,
             c: g.in_channels as i32,
             h: h as i32,
@@ -204,7 +204,7 @@ fn run_igemm_chunk(
             ],
         )?;
     }
-    let wgeom = Conv2dParams {
+    let wgeom = Conv2dAbi {
         k: g.out_channels as i32,
         c: g.in_channels as i32,
         r: g.kernel[0] as i32,
@@ -214,7 +214,7 @@ fn run_igemm_chunk(
     };
     let transposed = i32::from(g.kind == ConvKind::Transposed);
     let kg = g.out_channels_per_group();
-    let ep = super::epilogue_params(&epilogue);
+    let ep = super::epilogue_abi(&epilogue);
     let bias_ptr = bias.map_or(0, |b| b.ptr_at(0));
     let part_ptr = partial.as_ref().map_or(0, |a| a.ptr_at(0));
     let mut woff = 0;

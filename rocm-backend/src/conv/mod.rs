@@ -35,8 +35,8 @@ use crate::error::{Result, RocmError};
 use crate::launch::{Arg, Grid, Kernel, launch};
 use crate::ops::kernel_dtype;
 use candle_core::DType;
-use conv_engine::{Algorithm, BudgetState, ConvProblem, ConvRounding, Dispatcher, Plan};
-use kernels::Conv2dParams;
+use conv_engine::{Algorithm, BudgetState, ConvProblem, ConvRounding, Dispatcher, Plan, RoundingDispatchers};
+use kernels::Conv2dAbi;
 use kernels::family;
 use std::fmt;
 use std::sync::Arc;
@@ -90,8 +90,8 @@ pub type Epilogue<'a> = implicit_gemm::Epilogue<&'a DeviceArray>;
 pub use implicit_gemm::Activation;
 
 /// The kernels' by-value form of an epilogue (the residual goes as a pointer).
-pub(crate) fn epilogue_params(e: &Epilogue<'_>) -> kernels::EpilogueParams {
-    kernels::EpilogueParams { act: e.activation.code(), alpha: e.activation.alpha(), scale: e.scale, reserved: 0 }
+pub(crate) fn epilogue_abi(e: &Epilogue<'_>) -> kernels::EpilogueAbi {
+    kernels::EpilogueAbi { act: e.activation.code(), alpha: e.activation.alpha(), scale: e.scale, reserved: 0 }
 }
 
 /// The operands must be what `p` says: lengths and dtypes of input, weight, bias,
@@ -127,9 +127,9 @@ fn check_operands(
 }
 
 /// The kernels' geometry of `g` restricted to `batch` images.
-fn kernel_params(g: &implicit_gemm::ConvGeometry, batch: usize) -> Conv2dParams {
+fn kernel_params(g: &implicit_gemm::ConvGeometry, batch: usize) -> Conv2dAbi {
     let [p, q] = g.out_hw();
-    Conv2dParams {
+    Conv2dAbi {
         n: batch as i32,
         c: g.in_channels as i32,
         h: g.in_size[0] as i32,
@@ -225,7 +225,7 @@ fn apply_epilogue(
             Arg::I64(out.len as i64),
             Arg::I64((g.out_hw()[0] * g.out_hw()[1]) as i64),
             Arg::I64(g.out_channels as i64),
-            Arg::Epilogue(epilogue_params(&epilogue)),
+            Arg::Epilogue(epilogue_abi(&epilogue)),
             Arg::Ptr(bias.map_or(0, |b| b.ptr_at(0))),
             Arg::Ptr(epilogue.residual.map_or(0, |r| r.ptr_at(0))),
             Arg::Ptr(out.ptr_at(0)),
@@ -237,43 +237,65 @@ fn apply_epilogue(
 /// cache) per [`ConvRounding`].
 pub struct RocmConv {
     device: Arc<RocmDevice>,
-    dispatcher: Dispatcher<RocmCatalog>,
-    size_independent: Dispatcher<RocmCatalog>,
+    dispatchers: RoundingDispatchers<RocmCatalog>,
 }
 
 impl RocmConv {
     pub fn new(device: Arc<RocmDevice>) -> Self {
-        let catalog = |r| RocmCatalog::new(device.clone()).with_rounding(r);
         RocmConv {
-            dispatcher: Dispatcher::new(catalog(ConvRounding::Fastest)),
-            size_independent: Dispatcher::new(catalog(ConvRounding::SizeIndependent)),
+            dispatchers: RoundingDispatchers::new(|r| RocmCatalog::new(device.clone()).with_rounding(r)),
             device,
         }
     }
 
     pub fn with_allowed(mut self, algorithms: &[Algorithm]) -> Self {
-        self.dispatcher = self.dispatcher.with_allowed(algorithms);
-        self.size_independent = self.size_independent.with_allowed(algorithms);
+        self.dispatchers = self.dispatchers.with_allowed(algorithms);
         self
     }
 
     /// The dispatcher of [`ConvRounding::Fastest`].
     pub fn dispatcher(&self) -> &Dispatcher<RocmCatalog> {
-        &self.dispatcher
+        self.dispatchers.get(ConvRounding::Fastest)
     }
 
     pub fn dispatcher_for(&self, rounding: ConvRounding) -> &Dispatcher<RocmCatalog> {
-        match rounding {
-            ConvRounding::Fastest => &self.dispatcher,
-            ConvRounding::SizeIndependent => &self.size_independent,
-        }
+        self.dispatchers.get(rounding)
     }
 
     /// The budget as the dispatcher sees it: the allocator's budget and live bytes. The
     /// output buffer is counted as live before the decision, since it must exist too.
     pub fn budget_state(&self, output_bytes: usize) -> BudgetState {
-        let s = self.device.allocator().stats();
-        BudgetState { budget: s.budget, live: s.live + crate::alloc::size_class(output_bytes) }
+        let live = self.device.allocator().stats().live;
+        self.budget_state_with_live(live + crate::alloc::size_class(output_bytes))
+    }
+
+    /// The budget as the dispatcher would see it with `live` bytes in use instead of what
+    /// is live now: what a memory plan asks at each convolution of a walk through a model.
+    pub fn budget_state_with_live(&self, live: usize) -> BudgetState {
+        BudgetState { budget: self.device.allocator().stats().budget, live }
+    }
+
+    /// The plan under `rounding` with `live` bytes in use on the device (the problem's
+    /// output included; see [`Self::budget_state_with_live`]).
+    pub fn plan_with_live(
+        &self,
+        p: &ConvProblem,
+        rounding: ConvRounding,
+        live: usize,
+    ) -> std::result::Result<RocmPlan, conv_engine::ConvError> {
+        self.dispatchers.plan(p, rounding, self.budget_state_with_live(live))
+    }
+
+    /// The device bytes `plan`'s workspace takes from the allocator: its buffers (at most
+    /// three: the implicit GEMM's input band, packed weights and split-K partials; the
+    /// im2col column buffer) each rounded up to the allocator's size class, so at most one
+    /// large granule more each.
+    pub fn workspace_allocation_bytes(plan: &RocmPlan) -> usize {
+        const MAX_WORKSPACE_BUFFERS: usize = 3;
+        match plan.workspace_bytes() {
+            0 => 0,
+            ws => ws + MAX_WORKSPACE_BUFFERS * crate::alloc::LARGE_GRANULE,
+        }
     }
 
     pub fn plan(&self, p: &ConvProblem) -> std::result::Result<RocmPlan, conv_engine::ConvError> {
@@ -286,7 +308,7 @@ impl RocmConv {
         p: &ConvProblem,
         rounding: ConvRounding,
     ) -> std::result::Result<RocmPlan, conv_engine::ConvError> {
-        self.dispatcher_for(rounding).plan(p, self.budget_state(p.output_bytes()))
+        self.dispatchers.plan(p, rounding, self.budget_state(p.output_bytes()))
     }
 
     /// Plans and runs `p` on contiguous device arrays.
