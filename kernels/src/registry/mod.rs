@@ -10,6 +10,7 @@ mod elementwise;
 mod igemm;
 mod igemm_mma;
 mod indexing;
+mod nhwc_pack;
 mod norm;
 mod pointwise;
 mod random;
@@ -27,10 +28,11 @@ pub mod family {
     pub use super::elementwise::{AFFINE, UNARY};
     pub use super::igemm::{IGEMM_FWD, IGEMM_TCONV};
     pub use super::igemm_mma::{
-        IGEMM_EMU11, IGEMM_EMU12, IGEMM_MMA, IGEMM_MMA_NV, IGEMM_PACK_INPUT, IGEMM_PACK_WEIGHT, IGEMM_SIMT,
-        IGEMM_SPLITK, MMA_TILE_EMU11, MMA_TILE_EMU12, MMA_TILE_NATIVE,
+        IGEMM_EMU11, IGEMM_EMU12, IGEMM_MMA, IGEMM_MMA_NV, IGEMM_SIMT, IGEMM_SPLITK, MMA_TILE_EMU11, MMA_TILE_EMU12,
+        MMA_TILE_NATIVE,
     };
     pub use super::indexing::{GATHER, INDEX_ADD, INDEX_SELECT, SCATTER_ADD, SCATTER_SET};
+    pub use super::nhwc_pack::{IGEMM_PACK_INPUT, IGEMM_PACK_WEIGHT};
     pub use super::norm::{GROUP_NORM_APPLY, GROUP_NORM_STATS, ROW_NORM};
     pub use super::pointwise::{CMP, UNARY_PARAM, WHERE};
     pub use super::random::{RAND_BITS, RAND_NORMAL, RAND_UNIFORM};
@@ -52,7 +54,7 @@ const PRELUDE_ONLY: &[(&str, &str)] = &[(PRELUDE_NAME, PRELUDE)];
 const PRELUDE_AND_MMA: &[(&str, &str)] = &[(PRELUDE_NAME, PRELUDE), (MMA_NAME, MMA)];
 
 /// Every kernel module.
-pub static MODULES: [Module; 13] = [
+pub static MODULES: [Module; 14] = [
     Module {
         name: "elementwise",
         file: "elementwise.hip",
@@ -115,6 +117,13 @@ pub static MODULES: [Module; 13] = [
         source: include_str!("../igemm_mma.hip"),
         headers: PRELUDE_AND_MMA,
         families: igemm_mma::FAMILIES,
+    },
+    Module {
+        name: "nhwc_pack",
+        file: "nhwc_pack.hip",
+        source: include_str!("../nhwc_pack.hip"),
+        headers: PRELUDE_ONLY,
+        families: nhwc_pack::FAMILIES,
     },
     Module {
         name: "pointwise",
