@@ -265,8 +265,9 @@ impl RocmConv {
     /// The budget as the dispatcher sees it: the allocator's budget and live bytes. The
     /// output buffer is counted as live before the decision, since it must exist too.
     pub fn budget_state(&self, output_bytes: usize) -> BudgetState {
-        let live = self.device.allocator().stats().live;
-        self.budget_state_with_live(live + crate::alloc::size_class(output_bytes))
+        // One snapshot of the allocator: its budget and live bytes together.
+        let s = self.device.allocator().stats();
+        BudgetState { budget: s.budget, live: s.live + crate::alloc::size_class(output_bytes) }
     }
 
     /// The budget as the dispatcher would see it with `live` bytes in use instead of what
