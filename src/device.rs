@@ -358,6 +358,29 @@ impl Device {
         Ok(())
     }
 
+    /// Starts an explicit tuning run (the tools' `--tune`): from now on each convolution
+    /// without a measured winner in the tuning store has its candidate kernels timed on
+    /// the device until `limit` is spent; the rest keep the cost model's plan. Measured
+    /// winners are used by every later run on this device and library version. On the
+    /// CPU, an error: its plans are not tuned.
+    pub fn start_tuning(&self, limit: std::time::Duration) -> Result<()> {
+        match &self.rocm {
+            Some(c) => {
+                c.conv.start_tuning(limit);
+                Ok(())
+            }
+            None => Err(Error::op("tune", "only ROCm devices are tuned; the CPU plans by its cost model")),
+        }
+    }
+
+    /// Ends the tuning run: saves the store and returns its report (`None` when none ran).
+    pub fn finish_tuning(&self) -> Result<Option<String>> {
+        match &self.rocm {
+            Some(c) => Ok(c.conv.finish_tuning()?),
+            None => Ok(None),
+        }
+    }
+
     /// Makes every GPU kernel ready before the first op needs it: modules missing from the
     /// on-disk cache are compiled in parallel (one thread each), and each step is told to
     /// `progress` (a line per module on a terminal is what the tools print). A no-op on the

@@ -11,10 +11,11 @@ use crate::budget::format_bytes;
 use crate::error::ConvError;
 use crate::geometry::ConvKind;
 use crate::problem::ConvProblem;
+use crate::tuning::TuningStore;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A convolution algorithm. Which ones a device offers, and what each costs there, comes
 /// from the device's [`AlgorithmCatalog`].
@@ -177,6 +178,25 @@ pub trait AlgorithmCatalog: Send + Sync {
 
     /// Estimated seconds to run `chunk` of `problem` with `kernel`.
     fn estimated_seconds(&self, kernel: &Self::Kernel, problem: &ConvProblem, chunk: &Chunk) -> f64;
+
+    /// What measured choices are stored under ([`crate::tuning`]): the device key and
+    /// whatever else changes which kernel wins (kernel sources, library versions).
+    fn tuning_key(&self) -> String {
+        self.device_key()
+    }
+
+    /// Every kernel `algorithm` could run `problem` with under `chunking` (what
+    /// [`Dispatcher::tune`] times, and where a stored winner is looked up by name);
+    /// by default only the one [`Self::kernel`] picks.
+    fn kernel_candidates(
+        &self,
+        algorithm: Algorithm,
+        problem: &ConvProblem,
+        chunking: Chunking,
+        limit: usize,
+    ) -> Vec<Self::Kernel> {
+        self.kernel(algorithm, problem, chunking, limit).into_iter().collect()
+    }
 }
 
 /// The budget as the dispatcher sees it for one decision.
@@ -252,9 +272,14 @@ impl<K> Plan<K> {
         self.estimated_seconds
     }
 
-    /// Whether the time came from a measurement recorded in the plan cache.
+    /// Whether the time came from a measurement (the plan cache's, or the tuning store's).
     pub fn measured(&self) -> bool {
         self.measured
+    }
+
+    /// The same plan with a measured time.
+    pub(crate) fn measured_at(self, seconds: f64) -> Self {
+        Plan { estimated_seconds: seconds, measured: true, ..self }
     }
 
     /// The chunks in execution order (batch outer, rows inner).
@@ -283,10 +308,13 @@ fn chunk_list(problem: &ConvProblem, c: Chunking) -> Vec<Chunk> {
     out
 }
 
+/// Plans keyed by problem and the allowed algorithms.
+type PlanMap<K> = HashMap<(ConvProblem, Vec<Algorithm>), Plan<K>>;
+
 /// Plans already made, and times measured, keyed by problem (dtype included) and the set
 /// of allowed algorithms. Safe to share between threads.
 pub struct PlanCache<K> {
-    plans: Mutex<HashMap<(ConvProblem, Vec<Algorithm>), Plan<K>>>,
+    pub(crate) plans: Mutex<PlanMap<K>>,
     measured: Mutex<HashMap<(ConvProblem, Algorithm), f64>>,
 }
 
@@ -342,6 +370,17 @@ impl<C: AlgorithmCatalog> RoundingDispatchers<C> {
         }
     }
 
+    /// Measured winners from `store`: any algorithm's under the fastest rounding; under
+    /// size-independent rounding only another kernel of the cost model's algorithm (the
+    /// catalog offers only candidates that round alike there), so that a tile and the
+    /// whole image still round alike whatever was measured at either size.
+    pub fn with_tuning(self, store: Arc<TuningStore>) -> Self {
+        RoundingDispatchers {
+            fastest: self.fastest.with_tuning(store.clone()),
+            size_independent: self.size_independent.with_tuning_within_algorithm(store),
+        }
+    }
+
     /// The dispatcher that plans under `rounding`.
     pub fn get(&self, rounding: ConvRounding) -> &Dispatcher<C> {
         match rounding {
@@ -368,14 +407,19 @@ const PER_CHUNK_SECONDS: f64 = 20e-6;
 pub struct Dispatcher<C: AlgorithmCatalog> {
     catalog: C,
     allowed: Vec<Algorithm>,
-    cache: PlanCache<C::Kernel>,
+    pub(crate) cache: PlanCache<C::Kernel>,
+    /// Measured winners, consulted before the cost model ([`Self::with_tuning`]).
+    pub(crate) tuning: Option<Arc<TuningStore>>,
+    /// Whether a measured winner may only replace the kernel of the cost model's own
+    /// algorithm ([`Self::with_tuning_within_algorithm`]).
+    pub(crate) tune_within_algorithm: bool,
 }
 
 impl<C: AlgorithmCatalog> Dispatcher<C> {
     pub fn new(catalog: C) -> Self {
         let mut allowed = catalog.algorithms();
         allowed.sort();
-        Dispatcher { catalog, allowed, cache: PlanCache::default() }
+        Dispatcher { catalog, allowed, cache: PlanCache::default(), tuning: None, tune_within_algorithm: false }
     }
 
     /// Restricts the dispatcher to `algorithms` (those the device does not offer are
@@ -410,7 +454,14 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
             trace_decision(&self.catalog, plan, budget, true);
             return Ok(plan.clone());
         }
-        let plan = self.choose(problem, budget)?;
+        let plan = match (self.tune_within_algorithm, self.tuned_plan(problem, budget)) {
+            (false, Some(plan)) => plan,
+            (true, Some(tuned)) => {
+                let model = self.choose(problem, budget)?;
+                if tuned.algorithm == model.algorithm { tuned } else { model }
+            }
+            (_, None) => self.choose(problem, budget)?,
+        };
         trace_decision(&self.catalog, &plan, budget, false);
         self.cache.plans.lock().expect("plan cache poisoned").insert(key, plan.clone());
         Ok(plan)
@@ -418,7 +469,7 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
 
     /// The candidate chunkings of `problem` in order of preference: whole, batch
     /// halvings, then row halvings of one image, each with the unit it splits by.
-    fn chunkings(problem: &ConvProblem) -> Vec<(Chunking, &'static str)> {
+    pub(crate) fn chunkings(problem: &ConvProblem) -> Vec<(Chunking, &'static str)> {
         let g = problem.geometry();
         let rows = g.out_hw()[0];
         let mut chunkings = vec![(Chunking { batch_per_chunk: g.batch, rows_per_chunk: rows }, "problem")];
@@ -445,6 +496,18 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
         available: usize,
     ) -> Option<Plan<C::Kernel>> {
         let kernel = self.catalog.kernel(alg, problem, chunking, available)?;
+        self.plan_of(alg, kernel, problem, chunking, available)
+    }
+
+    /// [`Self::candidate`] with a given kernel.
+    pub(crate) fn plan_of(
+        &self,
+        alg: Algorithm,
+        kernel: C::Kernel,
+        problem: &ConvProblem,
+        chunking: Chunking,
+        available: usize,
+    ) -> Option<Plan<C::Kernel>> {
         let ws = self.max_workspace(&kernel, problem, chunking, available)?;
         let chunks = chunk_list(problem, chunking);
         let measured = self.cache.measurement(problem, alg).filter(|_| chunks.len() == 1);
@@ -465,7 +528,7 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
     }
 
     /// Every feasible (algorithm, chunking) with its cost; the cheapest wins.
-    fn choose(&self, problem: &ConvProblem, budget: BudgetState) -> Result<Plan<C::Kernel>, ConvError> {
+    pub(crate) fn choose(&self, problem: &ConvProblem, budget: BudgetState) -> Result<Plan<C::Kernel>, ConvError> {
         let available = budget.available();
         let mut best: Option<Plan<C::Kernel>> = None;
         // The smallest workspace any allowed algorithm needs, for the error message.

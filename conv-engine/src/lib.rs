@@ -18,6 +18,7 @@ pub mod problem;
 pub mod reference;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tuning;
 pub mod workspace;
 
 pub use budget::{Budget, format_bytes};
@@ -29,4 +30,5 @@ pub use epilogue::{Activation, Epilogue};
 pub use error::ConvError;
 pub use geometry::{ConvGeometry, ConvKind, GemmDims, Phase, Tap};
 pub use problem::{Conv1dParams, Conv2dParams, ConvDType, ConvProblem, Padding2d, Rank};
+pub use tuning::{TuneOutcome, TunedEntry, TuningStore};
 pub use workspace::{MeteredBuffer, WorkspaceMeter};

@@ -83,6 +83,33 @@ pub struct VaeArgs {
     /// Compute dtype: f32, f16 or bf16.
     #[arg(long, default_value = "f32")]
     pub dtype: String,
+    /// Time the candidate kernels of every convolution this model runs on this GPU, at
+    /// most SECONDS in all (what is left untuned keeps the cost model's choice), during
+    /// the first run, and keep the winners in the tuning store ($ROCM_VISION_TUNING, else
+    /// ~/.cache/rocm-vision/tuning.tsv) for every later run on this GPU and library
+    /// version. Without it nothing is timed; stored winners are used either way.
+    #[arg(long, value_name = "SECONDS")]
+    pub tune: Option<f64>,
+}
+
+/// `--tune SECONDS`: starts the tuning run on `device` (a usage error for a bad limit or
+/// the CPU). Returns whether one started.
+pub fn start_tuning(device: &Device, tune: Option<f64>) -> Result<bool> {
+    let Some(seconds) = tune else { return Ok(false) };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(usage(format!("--tune {seconds}: the time limit must be a positive number of seconds")));
+    }
+    device.start_tuning(std::time::Duration::from_secs_f64(seconds)).map_err(|e| usage(format!("--tune: {e}")))?;
+    eprintln!("tuning: timing each convolution's candidate kernels, at most {seconds:.0} s in all");
+    Ok(true)
+}
+
+/// Ends a tuning run started by [`start_tuning`]: saves the store, prints the report.
+pub fn finish_tuning(device: &Device) -> Result<()> {
+    if let Some(report) = device.finish_tuning()? {
+        eprintln!("tuning:\n{report}");
+    }
+    Ok(())
 }
 
 pub fn parse_dtype(s: &str) -> Result<DType> {

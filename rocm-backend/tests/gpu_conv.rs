@@ -161,3 +161,56 @@ fn budget_holds_on_a_1024_square_256_channel_conv() {
     }
     alloc.set_budget(usize::MAX, dev.stream()).unwrap();
 }
+
+/// `--tune`'s mechanism on the device: every candidate is timed once per problem, the
+/// winner is stored and then planned (measured), its output matches the f64 reference,
+/// and under size-independent rounding the tuned kernel's output equals the default
+/// kernel's bit for bit (the candidates there round alike, which tiling relies on).
+#[test]
+fn tuned_plans_are_measured_stored_and_exact() {
+    use conv_engine::{ConvRounding, TuningStore};
+    let Some(dev) = common::device() else { return };
+    let mut rng = StdRng::seed_from_u64(0x70e);
+    let params = Conv2dParams::default().with_padding(1);
+    for (dt, c, k) in [(DType::F16, 64, 64), (DType::BF16, 32, 96), (DType::F32, 48, 64)] {
+        let p = ConvProblem::conv2d(&[1, c, 40, 56], &[k, c, 3, 3], dt, dt, &params).unwrap();
+        let g = p.geometry();
+        let xv: Vec<f64> = (0..g.input_len()).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let wv: Vec<f64> = (0..g.weight_len()).map(|_| rng.random_range(-0.2..0.2)).collect();
+        let (x, xe) = upload(&dev, &xv, dt);
+        let (w, we) = upload(&dev, &wv, dt);
+        let want = conv_f64(&p, &xe, &we, None);
+        let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        let tol = if dt == DType::F32 { 1e-5 } else { 1e-2 } * scale;
+        for rounding in [ConvRounding::Fastest, ConvRounding::SizeIndependent] {
+            let store = std::sync::Arc::new(TuningStore::in_memory());
+            let engine = RocmConv::with_store(dev.clone(), store.clone());
+            let default_plan = engine.plan_rounded(&p, rounding).unwrap();
+            assert!(!default_plan.measured());
+            let default_out = download(&engine.run_rounded(&p, &x, &w, None, Epilogue::default(), rounding).unwrap());
+            engine.start_tuning(std::time::Duration::from_secs(60));
+            let tuned_out = engine.run_rounded(&p, &x, &w, None, Epilogue::default(), rounding).unwrap();
+            let report = engine.finish_tuning().unwrap().expect("a tuning run was started");
+            println!("{p} ({rounding:?}):\n{report}");
+            assert!(report.contains("tuned 1 problem"), "{report}");
+            assert_eq!(store.len(), 1);
+            let plan = engine.plan_rounded(&p, rounding).unwrap();
+            assert!(plan.measured(), "{p}: the stored winner is planned");
+            let tuned_out = download(&tuned_out);
+            for (j, (o, r)) in tuned_out.iter().zip(&want).enumerate() {
+                assert!((o - r).abs() <= tol, "{p} {rounding:?} ({}): element {j}: {o} vs {r}", plan.kernel());
+            }
+            if rounding == ConvRounding::SizeIndependent {
+                assert_eq!(plan.algorithm(), default_plan.algorithm(), "{p}: the algorithm stays the model's");
+                for (j, (a, b)) in tuned_out.iter().zip(&default_out).enumerate() {
+                    assert!(
+                        a.to_bits() == b.to_bits(),
+                        "{p}: {} and {} round differently at {j}: {a} vs {b}",
+                        plan.kernel(),
+                        default_plan.kernel()
+                    );
+                }
+            }
+        }
+    }
+}

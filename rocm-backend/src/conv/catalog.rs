@@ -1,7 +1,7 @@
 //! The ROCm device's algorithm catalog: which kernel each algorithm runs a problem with,
 //! its exact workspace, and the cost models the dispatcher compares.
 
-use super::tiles::{IgemmKernel, igemm_kernel};
+use super::tiles::{IgemmKernel, igemm_candidates, igemm_kernel};
 use super::{RocmKernel, gemm1x1, igemm, im2col, miopen};
 use crate::device::{ArchFamily, RocmDevice};
 use conv_engine::{Algorithm, AlgorithmCatalog, Chunk, Chunking, ConvDType, ConvProblem, ConvRounding};
@@ -74,6 +74,35 @@ impl AlgorithmCatalog for RocmCatalog {
             ConvRounding::SizeIndependent => " (size-independent rounding)",
         };
         format!("rocm/{}/hip {rt}{rounding}", i.arch)
+    }
+
+    /// The device key, the kernel sources (every module's text, hashed) and rocBLAS's
+    /// version: a new kernel set or library is tuned afresh.
+    fn tuning_key(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for m in kernels::modules() {
+            h.update(m.source.as_bytes());
+            for (name, text) in m.headers {
+                h.update(name.as_bytes());
+                h.update(text.as_bytes());
+            }
+        }
+        let sources: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let blas = self.device.blas().map(|b| b.version().to_string()).unwrap_or_else(|_| "none".into());
+        format!("{}/kernels {sources}/rocblas {blas}", self.device_key())
+    }
+
+    fn kernel_candidates(&self, alg: Algorithm, p: &ConvProblem, chunking: Chunking, limit: usize) -> Vec<RocmKernel> {
+        if alg != Algorithm::ImplicitGemm {
+            return self.kernel(alg, p, chunking, limit).into_iter().collect();
+        }
+        let i = self.device.info();
+        let split_k = self.rounding == ConvRounding::Fastest;
+        igemm_candidates(i.family, i.compute_units, p, &chunking.first(p), split_k)
+            .into_iter()
+            .map(RocmKernel::ImplicitGemm)
+            .collect()
     }
 
     fn algorithms(&self) -> Vec<Algorithm> {

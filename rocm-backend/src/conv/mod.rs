@@ -35,11 +35,14 @@ use crate::error::{Result, RocmError};
 use crate::launch::{Arg, Grid, Kernel, launch};
 use crate::ops::kernel_dtype;
 use candle_core::DType;
-use conv_engine::{Algorithm, BudgetState, ConvProblem, ConvRounding, Dispatcher, Plan, RoundingDispatchers};
+use conv_engine::tuning::TuneSession;
+use conv_engine::{
+    Algorithm, BudgetState, ConvProblem, ConvRounding, Dispatcher, Plan, RoundingDispatchers, TuningStore,
+};
 use kernels::Conv2dAbi;
 use kernels::family;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The kernel a ROCm plan runs, as the catalog chose it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,14 +241,71 @@ fn apply_epilogue(
 pub struct RocmConv {
     device: Arc<RocmDevice>,
     dispatchers: RoundingDispatchers<RocmCatalog>,
+    /// The `--tune` run in progress, if any ([`Self::start_tuning`]).
+    tuning: Mutex<Option<Arc<TuneSession>>>,
 }
 
 impl RocmConv {
+    /// Plans with the measured winners of the default tuning store
+    /// (`conv_engine::tuning::default_store_path`) where it has them.
     pub fn new(device: Arc<RocmDevice>) -> Self {
+        Self::with_store(device, Arc::new(TuningStore::open_default()))
+    }
+
+    /// [`Self::new`] with the measured winners of `store`.
+    pub fn with_store(device: Arc<RocmDevice>, store: Arc<TuningStore>) -> Self {
         RocmConv {
-            dispatchers: RoundingDispatchers::new(|r| RocmCatalog::new(device.clone()).with_rounding(r)),
+            dispatchers: RoundingDispatchers::new(|r| RocmCatalog::new(device.clone()).with_rounding(r))
+                .with_tuning(store),
             device,
+            tuning: Mutex::default(),
         }
+    }
+
+    /// From now on, each problem run without a stored winner has its candidates timed on the device until `limit` is spent (an explicit
+    /// `--tune`); [`Self::finish_tuning`] saves the store and reports.
+    pub fn start_tuning(&self, limit: std::time::Duration) {
+        let store = self.dispatcher().tuning().expect("RocmConv plans with a store").clone();
+        *self.tuning.lock().expect("tuning poisoned") = Some(Arc::new(TuneSession::new(store, limit)));
+    }
+
+    /// Ends the tuning run: saves the store, returns the report (`None` when none ran).
+    pub fn finish_tuning(&self) -> Result<Option<String>> {
+        let Some(session) = self.tuning.lock().expect("tuning poisoned").take() else { return Ok(None) };
+        session.finish().map(Some).map_err(|e| RocmError::op("conv", format!("--tune: {e}")))
+    }
+
+    /// Times every candidate of `p` (the tuning run's `time`): one run to compile and warm
+    /// up, then the median of three, each to the device's completion. A candidate that
+    /// fails (no memory, a launch error) is reported and timed as infinitely slow.
+    fn tune(
+        &self,
+        p: &ConvProblem,
+        x: &DeviceArray,
+        w: &DeviceArray,
+        bias: Option<&DeviceArray>,
+        epilogue: Epilogue<'_>,
+        rounding: ConvRounding,
+    ) -> Result<()> {
+        let Some(session) = self.tuning.lock().expect("tuning poisoned").clone() else { return Ok(()) };
+        let budget = self.budget_state(p.output_bytes());
+        session.tune_if_new(self.dispatcher_for(rounding), p, budget, |plan| {
+            let once = || -> Result<f64> {
+                let t = std::time::Instant::now();
+                drop(run_plan_fused(&self.device, plan, x, w, bias, epilogue)?);
+                self.device.synchronize()?;
+                Ok(t.elapsed().as_secs_f64())
+            };
+            let timed = once().and_then(|_| {
+                let mut t = [once()?, once()?, once()?];
+                t.sort_by(f64::total_cmp);
+                Ok(t[1])
+            });
+            Ok(timed.unwrap_or_else(|e| {
+                tracing::warn!(target: "rocm_backend::conv", problem = %p, kernel = %plan.kernel(), error = %e, "tuning candidate failed");
+                f64::INFINITY
+            }))
+        })
     }
 
     pub fn with_allowed(mut self, algorithms: &[Algorithm]) -> Self {
@@ -345,6 +405,7 @@ impl RocmConv {
         epilogue: Epilogue<'_>,
         rounding: ConvRounding,
     ) -> Result<DeviceArray> {
+        self.tune(p, x, w, bias, epilogue, rounding)?;
         let plan = self.plan_rounded(p, rounding)?;
         run_plan_fused(&self.device, &plan, x, w, bias, epilogue)
     }

@@ -184,14 +184,56 @@ pub fn igemm_kernel(family: ArchFamily, cus: usize, p: &ConvProblem, chunk: &Chu
         TileRegime::Medium
     };
     let config = table_config(family, half, regime);
-    // Split-K: at least 16 k-tiles per split, at most 16 splits, about two tiles per CU.
+    let splits = if split_k { split_k_factor(cus, p, chunk, config) } else { 1 };
+    IgemmKernel::Nhwc { variant: MmaVariant::Native, config, splits }
+}
+
+/// Split-K for `config`: at least 16 k-tiles per split, at most 16 splits, about two
+/// tiles per CU; 1 when the output tiles alone fill the device or the reduction is short.
+fn split_k_factor(cus: usize, p: &ConvProblem, chunk: &Chunk, config: &IgemmNhwcConfig) -> u32 {
+    let g = p.geometry();
+    let phases = phase_count(g);
+    let m = chunk.batch.len() * chunk.rows.len() * g.out_hw()[1];
+    let m_phase = m.div_ceil(phases).max(1);
+    let t = m_phase.div_ceil(config.bm as usize) * g.out_channels_per_group().div_ceil(config.bn as usize) * g.groups;
     let cgp = padded_channels(g.in_channels_per_group(), p.dtype().size_in_bytes());
     let taps = g.taps().div_ceil(phases).max(1);
     let ktiles = (taps * cgp).div_ceil(config.k_tile(p.dtype().size_in_bytes() as u32) as usize);
-    let t = tiles(config);
-    let splits =
-        if split_k && t < cus && ktiles >= 32 { (2 * cus).div_ceil(t).min(ktiles / 16).clamp(1, 16) } else { 1 };
-    IgemmKernel::Nhwc { variant: MmaVariant::Native, config, splits: splits as u32 }
+    if t < cus && ktiles >= 32 { (2 * cus).div_ceil(t).min(ktiles / 16).clamp(1, 16) as u32 } else { 1 }
+}
+
+/// What `--tune` times for an `ImplicitGemm` plan: the default kernel first, then every
+/// other configuration of its math this family runs (the NVIDIA-only cp.async ones on the
+/// test tier alone), each without split-K and, when `split_k` allows it, with its own
+/// split-K factor. Only the native fragment variant: the emulations are test kernels.
+pub fn igemm_candidates(
+    family: ArchFamily,
+    cus: usize,
+    p: &ConvProblem,
+    chunk: &Chunk,
+    split_k: bool,
+) -> Vec<IgemmKernel> {
+    let default = igemm_kernel(family, cus, p, chunk, split_k);
+    let mut out = vec![default];
+    let IgemmKernel::Nhwc { config: chosen, .. } = default else { return out };
+    let table: &'static [IgemmNhwcConfig] = match chosen.math {
+        IgemmMath::Mma => &IGEMM_MMA_CONFIGS,
+        IgemmMath::Simt => &IGEMM_SIMT_CONFIGS,
+    };
+    for config in table.iter().filter(|c| !c.nvidia_only || family == ArchFamily::NvidiaTestTier) {
+        let mut splits = vec![1];
+        if split_k {
+            splits.push(split_k_factor(cus, p, chunk, config));
+        }
+        splits.dedup();
+        for splits in splits {
+            let k = IgemmKernel::Nhwc { variant: MmaVariant::Native, config, splits };
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -275,5 +317,52 @@ mod tests {
                 assert_eq!(t.family, Some(ArchFamily::NvidiaTestTier), "{t:?}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod candidate_tests {
+    use super::*;
+    use conv_engine::Conv2dParams as Params;
+
+    /// The default kernel first, then every configuration of its math once per split
+    /// factor, no duplicates; the cp.async configurations only on the NVIDIA test tier;
+    /// no split-K where it is not allowed; the NCHW kernel alone where NHWC does not run.
+    #[test]
+    fn candidates_start_with_the_default_and_hold_each_configuration() {
+        let dt = candle_core::DType::F16;
+        let small =
+            ConvProblem::conv2d(&[1, 512, 16, 16], &[512, 512, 3, 3], dt, dt, &Params::default().with_padding(1))
+                .unwrap();
+        let c = Chunk { batch: 0..1, rows: 0..16 };
+        for (family, split_k) in
+            [(ArchFamily::NvidiaTestTier, true), (ArchFamily::NvidiaTestTier, false), (ArchFamily::Rdna3, true)]
+        {
+            let all = igemm_candidates(family, 132, &small, &c, split_k);
+            assert_eq!(all[0], igemm_kernel(family, 132, &small, &c, split_k), "{family:?}");
+            for (i, k) in all.iter().enumerate() {
+                assert!(!all[..i].contains(k), "{family:?}: {k} twice");
+                let IgemmKernel::Nhwc { config, splits, variant } = k else { panic!("{k}") };
+                assert_eq!(*variant, MmaVariant::Native);
+                assert_eq!(config.math, IgemmMath::Mma);
+                assert!(family == ArchFamily::NvidiaTestTier || !config.nvidia_only, "{family:?}: {k}");
+                assert!(split_k || *splits == 1, "{k}");
+            }
+            let configs = IGEMM_MMA_CONFIGS.iter().filter(|c| !c.nvidia_only || family == ArchFamily::NvidiaTestTier);
+            for config in configs {
+                assert!(
+                    all.iter()
+                        .any(|k| matches!(k, IgemmKernel::Nhwc { config: c, splits: 1, .. } if c.name == config.name)),
+                    "{family:?}: {} missing",
+                    config.name
+                );
+            }
+            if split_k {
+                assert!(all.iter().any(|k| matches!(k, IgemmKernel::Nhwc { splits, .. } if *splits > 1)));
+            }
+        }
+        // f16 without matrix cores: the NCHW kernel, nothing else to time.
+        let nchw = igemm_candidates(ArchFamily::Rdna2, 40, &small, &c, true);
+        assert!(matches!(nchw[..], [IgemmKernel::Nchw(_)]), "{nchw:?}");
     }
 }

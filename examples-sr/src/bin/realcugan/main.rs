@@ -151,6 +151,15 @@ struct Cli {
     /// No progress bars or per-image lines (errors are still printed).
     #[arg(short = 'q', long = "quiet")]
     quiet: bool,
+
+    /// Time the candidate kernels of the network's convolutions on this GPU, at most
+    /// SECONDS in all (what is left untuned keeps the cost model's choice), while the
+    /// first image is upscaled, and keep the winners in the tuning store
+    /// ($ROCM_VISION_TUNING, else ~/.cache/rocm-vision/tuning.tsv) for every later run on
+    /// this GPU and library version. Only kernels that round alike are compared, so the
+    /// output does not change. Without it nothing is timed; stored winners are used.
+    #[arg(long = "tune", value_name = "SECONDS")]
+    tune: Option<f64>,
 }
 
 /// A failure with the exit code it should give.
@@ -305,6 +314,16 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     // The first run on a machine compiles the GPU kernels (in parallel; said on stderr).
     if cli.quiet { device.warm_kernels(&|_| ()) } else { device.warm_kernels_verbose() }
         .map_err(|e| failed(e.to_string()))?;
+    if let Some(seconds) = cli.tune {
+        if !(seconds.is_finite() && seconds > 0.0) {
+            return Err(usage(format!("--tune {seconds}: the time limit must be a positive number of seconds")));
+        }
+        device.start_tuning(std::time::Duration::from_secs_f64(seconds)).map_err(|e| usage(format!("--tune: {e}")))?;
+        if !cli.quiet {
+            eprintln!("tuning: timing each convolution's candidate kernels, at most {seconds:.0} s in all");
+        }
+    }
+    let mut tuning = cli.tune.is_some();
     let upscaler = variant.load_from(&location, dtype, &device)?;
     if cli.verbose {
         eprintln!(
@@ -340,6 +359,14 @@ fn run(cli: &Cli) -> Result<(), Failure> {
                 if msg.starts_with(&shown) { format!("error: {msg}") } else { format!("error: {shown}: {msg}") },
             );
             failures += 1;
+        }
+        // The first image timed the candidates; the rest run the winners.
+        if std::mem::take(&mut tuning) {
+            match device.finish_tuning() {
+                Ok(Some(report)) if !cli.quiet => say(&bars, format!("tuning:\n{report}")),
+                Ok(_) => {}
+                Err(e) => say(&bars, format!("error: --tune: {e}")),
+            }
         }
         if let Some(b) = &overall {
             b.inc(1);
