@@ -44,6 +44,8 @@
 # our decodes (when device time is short, our peaks come first). A SIGTERM (the device tool's
 # time limit) starts no further step but still writes the comparisons and the summary.
 #
+# GPU_APPS_TUNE=SECONDS adds the tools' --tune runs (Real-CUGAN f16 whole image, the 1024² f16
+# decode) with a fresh tuning store, beside the untuned ones.
 # GPU_APPS_SMOKE=1 runs the same steps on the CPU with a tiny VAE config and small images
 # (a check of this script, the staging and the parsing on a machine without a GPU);
 # GPU_APPS_PYTHON / GPU_APPS_PYTHON_SR choose the python of the VAE / Real-CUGAN steps.
@@ -233,12 +235,28 @@ ours_vae() {
         smi_stop
     fi
 }
+# ours_vae with --tune (GPU_APPS_TUNE seconds).
+ours_vae_tuned() {
+    local name=$1 dtype=$2 lat=$3 budget=$4 repeat=$5 max=$6
+    smi_start "$name"
+    step "$name" "$max" "$sd" --vae "$vae/sd_vae_random.safetensors" "${vae_model[@]}" --latents "$vae/latent_$lat.npy" \
+        --device "$device" --dtype "$dtype" --repeat "$repeat" --force --out "$vae/$name.png" \
+        ${budget:+--vram-budget "$budget"} --tune "$GPU_APPS_TUNE"
+    smi_stop
+}
 read -r b16_1k b16_2k b32_2k b32_1k <<<"${GPU_APPS_VAE_BUDGETS:-1.6GB 6GB 12GB 3.2GB}"
 nob() { [[ $1 == - ]] || echo "$1"; }
 if [[ -f $vae/sd_vae_random.safetensors ]]; then
     ours_vae vae-ours-warmup-f16 f16 "$lat_warm" "" 1 150
     ours_vae vae-ours-f16-1k f16 "$lat_1k" "$(nob "$b16_1k")" 4 45
     ours_vae vae-ours-f16-2k f16 "$lat_2k" "$(nob "$b16_2k")" 3 60
+    if [[ -n ${GPU_APPS_TUNE:-} ]]; then
+        # Decode 1 tunes (a fresh store), decodes 2..4 run the winners: their median
+        # against vae-ours-f16-1k's is the tuned-vs-untuned figure.
+        ROCM_VISION_TUNING=$work/tuning.tsv ours_vae_tuned vae-ours-f16-1k-tuned f16 "$lat_1k" \
+            "$(nob "$b16_1k")" 4 $((GPU_APPS_TUNE + 45))
+        grep -A40 '^tuning:' "$logs/vae-ours-f16-1k-tuned.err" | tail -40
+    fi
     ours_vae vae-ours-warmup-f32 f32 "$lat_warm" "" 1 90
     ours_vae vae-ours-f32-2k f32 "$lat_2k" "$(nob "$b32_2k")" 3 60
 fi
@@ -291,6 +309,13 @@ if [[ -f $sr/in/frame_b.png ]]; then
     cp "$logs/sr-ncnn-vulkan.out" "$logs/sr-ncnn-vulkan.jsonl" 2>/dev/null
 
     ours_sr sr-ours-f16-whole 60 --dtype f16 --tile whole --vram-budget 24GiB
+    # GPU_APPS_TUNE=SECONDS (issue 28's --tune): the same run tuning on its first image (a
+    # fresh store), the second image on the winners; the report goes to stderr.
+    if [[ -n ${GPU_APPS_TUNE:-} ]]; then
+        ROCM_VISION_TUNING=$work/tuning.tsv ours_sr sr-ours-f16-whole-tuned $((GPU_APPS_TUNE + 60)) \
+            --dtype f16 --tile whole --vram-budget 24GiB --tune "$GPU_APPS_TUNE"
+        grep -A40 '^tuning:' "$logs/sr-ours-f16-whole-tuned.err" | tail -40
+    fi
     ours_sr sr-ours-f32-auto 60 --dtype f32
     ours_sr sr-ours-f16-auto 60 --dtype f16
 fi
