@@ -33,7 +33,7 @@ fi
 # 4. The gpu_* cases of the binaries staged as extra-* by gpu-tier-build.sh (the VAE memory
 #    plan on ROCm), ignored ones included.
 export ROCM_PATH=/tmp/hip-on-cuda ROCM_VISION_KERNEL_CACHE=/tmp/rv-kernel-cache \
-    REALCUGAN_MODELS=$repo/.device-carry/apps/models # as gpu-tier.sh left them
+    REALCUGAN_MODELS=$repo/.device-carry/apps/models SD_FIXTURES=$repo/examples-sd/fixtures # as gpu-tier.sh sets them
 for t in .device-carry/bin/extra-*; do
     [[ -x $t ]] || continue
     echo "---- $t gpu_*" | tee -a "$diag/extra-tests.log"
