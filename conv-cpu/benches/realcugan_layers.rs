@@ -5,7 +5,7 @@
 //! the sizes of a 256x256 image through the 2x model (net input 292x292). Alternating
 //! rounds, best of each, LeakyReLU(0.1) fused as the model has it; GFLOP/s of each
 //! problem's own FLOP count (a 1x1 form does the same FLOPs as its deconvolution).
-//! `cargo bench -p conv-engine --bench realcugan_layers [-- --only TEXT] [--algorithm NAME] [--rounds N]`.
+//! `cargo bench -p conv-cpu --bench realcugan_layers [-- --only TEXT] [--algorithm NAME] [--rounds N]`.
 //! Large blocks are reused as in the `realcugan` binary (`host_alloc`): outputs and
 //! workspaces cost no page faults after the untimed first run of each.
 
@@ -41,6 +41,8 @@ fn main() {
         Layer { name: "deconvrelu_1 as 1x1", transposed: false, c: 128, size: 131, k: 512, r: 1, stride: 1, pad: 0 },
         Layer { name: "convrelu_9 2x2 s2", transposed: false, c: 64, size: 548, k: 64, r: 2, stride: 2, pad: 0 },
         Layer { name: "convrelu_13 2x2 s2", transposed: false, c: 128, size: 270, k: 128, r: 2, stride: 2, pad: 0 },
+        Layer { name: "convrelu_2 2x2 s2", transposed: false, c: 64, size: 288, k: 64, r: 2, stride: 2, pad: 0 },
+        Layer { name: "deconvrelu_0 2x2 s2", transposed: true, c: 64, size: 140, k: 64, r: 2, stride: 2, pad: 0 },
         Layer { name: "deconv_48 4x4 s2 p3", transposed: true, c: 64, size: 278, k: 3, r: 4, stride: 2, pad: 3 },
         Layer { name: "convrelu_7 3x3 3->32", transposed: false, c: 3, size: 552, k: 32, r: 3, stride: 1, pad: 0 },
         Layer { name: "conv_46 3x3 64->3", transposed: false, c: 64, size: 514, k: 3, r: 3, stride: 1, pad: 0 },

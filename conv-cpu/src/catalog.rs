@@ -3,11 +3,11 @@
 
 use crate::implicit_gemm::{CpuConvPlan, MicroKernel};
 use crate::rates::{
-    direct_vectorised_gflops_per_thread, gemm_shape_efficiency, gflops_per_thread, winograd_f4_gflops_per_thread,
-    winograd_gflops_per_thread,
+    direct_vectorised_gflops_per_thread, gemm_shape_efficiency, gflops_per_thread, s2d_gflops_per_thread,
+    winograd_f4_gflops_per_thread, winograd_gflops_per_thread,
 };
 use crate::winograd::{self, WinogradTile};
-use crate::{candle_conv, direct, gemm1x1, tap_gemm};
+use crate::{candle_conv, direct, gemm1x1, s2d_gemm, tap_gemm};
 use conv_engine::{
     Algorithm, AlgorithmCatalog, Chunk, Chunking, ConvDType, ConvGeometry, ConvKind, ConvProblem, ConvRounding, Plan,
 };
@@ -26,9 +26,13 @@ pub enum CpuKernel {
     /// `Gemm1x1` forward: the gemm crate over the input in place (1x1, stride 1).
     Gemm1x1,
     /// `Gemm1x1`'s transposed form: every tap of an ungrouped transposed conv is a 1x1
-    /// GEMM, all of them one GEMM per band of input rows on the engine's 6x16 microkernel,
-    /// its products summed into each output pixel in tap order (col2im).
+    /// GEMM, all of them one GEMM per band of input rows on the engine's microkernel, its
+    /// products summed into each output pixel in tap order (col2im).
     TapGemm(MicroKernel),
+    /// `Gemm1x1`'s space-to-depth form: a forward conv whose kernel is its stride
+    /// (unpadded, undilated, ungrouped) as one GEMM per band of output rows over the input
+    /// packed space-to-depth, on the engine's microkernel.
+    S2dGemm(MicroKernel),
     /// `Direct` with the output pixels of a row in SIMD lanes, the epilogue in its
     /// write-out; needs staging scratch.
     DirectVectorised(MicroKernel),
@@ -42,7 +46,7 @@ impl CpuKernel {
             CpuKernel::ImplicitGemm(_) => Algorithm::ImplicitGemm,
             CpuKernel::Winograd(..) => Algorithm::Winograd,
             CpuKernel::CandleIm2col => Algorithm::Im2colGemm,
-            CpuKernel::Gemm1x1 | CpuKernel::TapGemm(_) => Algorithm::Gemm1x1,
+            CpuKernel::Gemm1x1 | CpuKernel::TapGemm(_) | CpuKernel::S2dGemm(_) => Algorithm::Gemm1x1,
             CpuKernel::DirectVectorised(_) | CpuKernel::DirectScalar => Algorithm::Direct,
         }
     }
@@ -54,6 +58,7 @@ impl CpuKernel {
             CpuKernel::ImplicitGemm(mk)
             | CpuKernel::Winograd(_, mk)
             | CpuKernel::TapGemm(mk)
+            | CpuKernel::S2dGemm(mk)
             | CpuKernel::DirectVectorised(mk) => Some(mk),
             CpuKernel::CandleIm2col | CpuKernel::Gemm1x1 | CpuKernel::DirectScalar => None,
         }
@@ -66,6 +71,7 @@ impl CpuKernel {
             | CpuKernel::Winograd(..)
             | CpuKernel::Gemm1x1
             | CpuKernel::TapGemm(_)
+            | CpuKernel::S2dGemm(_)
             | CpuKernel::DirectVectorised(_) => true,
             CpuKernel::CandleIm2col | CpuKernel::DirectScalar => false,
         }
@@ -80,6 +86,7 @@ impl std::fmt::Display for CpuKernel {
             CpuKernel::CandleIm2col => f.write_str("candle-im2col"),
             CpuKernel::Gemm1x1 => f.write_str("gemm1x1"),
             CpuKernel::TapGemm(mk) => write!(f, "tap-gemm/{mk}"),
+            CpuKernel::S2dGemm(mk) => write!(f, "s2d-gemm/{mk}"),
             CpuKernel::DirectVectorised(mk) => write!(f, "direct-vectorised/{mk}"),
             CpuKernel::DirectScalar => f.write_str("direct-scalar"),
         }
@@ -91,8 +98,9 @@ pub type CpuPlan = Plan<CpuKernel>;
 
 /// The CPU's algorithms: `ImplicitGemm`, `Im2colGemm` (candle's own conv), `Gemm1x1` (the
 /// gemm crate over the input in place; for transposed convs, one GEMM over every tap on the
-/// engine's microkernel), `Winograd` (F(4x4, 3x3) or F(2x2, 3x3) for 3x3 stride-1 convs)
-/// and `Direct`.
+/// engine's microkernel; for forward convs whose kernel is their stride, one GEMM over the
+/// input packed space-to-depth), `Winograd` (F(4x4, 3x3) or F(2x2, 3x3) for 3x3 stride-1
+/// convs) and `Direct`.
 #[derive(Clone, Debug)]
 pub struct CpuCatalog {
     pub(crate) threads: usize,
@@ -117,10 +125,12 @@ impl CpuCatalog {
 
     /// The catalog restricted to what `rounding` allows. Under
     /// [`ConvRounding::SizeIndependent`]: the implicit GEMM (each output sums its k-blocks
-    /// in order whatever the column or reduction blocking), Winograd (its tile chosen by
-    /// channels, its transform grid the tiler's to align) and the vectorised direct
-    /// convolution (each pixel its own lane, the taps in one order); not the gemm crate
-    /// (`Gemm1x1`, candle's im2col), whose blocking is its own, nor the scalar direct loop.
+    /// in order whatever the column or reduction blocking), `Gemm1x1`'s transposed and
+    /// space-to-depth forms (the same, on the engine's microkernel, whatever the band),
+    /// Winograd (its tile chosen by channels, its transform grid the tiler's to align) and
+    /// the vectorised direct convolution (each pixel its own lane, the taps in one order);
+    /// not the gemm crate (`Gemm1x1`'s 1x1 form, candle's im2col), whose blocking is its
+    /// own, nor the scalar direct loop.
     /// Costs are then compared without their fixed per-call term, so a layer's choice
     /// depends on its channels and kernel, not on its size: a tile chooses as the whole
     /// image does.
@@ -249,7 +259,8 @@ impl AlgorithmCatalog for CpuCatalog {
                 Algorithm::Winograd,
                 Algorithm::Direct,
             ],
-            // Gemm1x1 only in its transposed form, which runs the engine's microkernel.
+            // Gemm1x1 only in its transposed and space-to-depth forms, which run the
+            // engine's microkernel.
             ConvRounding::SizeIndependent => {
                 vec![Algorithm::ImplicitGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct]
             }
@@ -263,11 +274,21 @@ impl AlgorithmCatalog for CpuCatalog {
             Algorithm::Winograd => winograd::supports(problem)
                 .then(|| CpuKernel::Winograd(self.winograd_tile(problem, limit), self.kernel.narrow())),
             Algorithm::Im2colGemm => Some(CpuKernel::CandleIm2col),
-            // The transposed form packs for the 6x16 tile, as Winograd's GEMMs do.
             Algorithm::Gemm1x1 if problem.geometry().kind == ConvKind::Transposed => {
-                Some(CpuKernel::TapGemm(self.kernel.narrow()))
+                Some(CpuKernel::TapGemm(self.kernel))
             }
-            Algorithm::Gemm1x1 => Some(CpuKernel::Gemm1x1),
+            // The space-to-depth form where the kernel is the stride, but not 1x1 (the
+            // executor runs it, but it was measured only against the implicit GEMM on 2x2
+            // stride-2 layers); else the gemm crate (1x1 stride 1, refused where it does not
+            // run).
+            Algorithm::Gemm1x1 => {
+                let g = problem.geometry();
+                Some(if s2d_gemm::fits(g) && g.kernel != [1, 1] {
+                    CpuKernel::S2dGemm(self.kernel)
+                } else {
+                    CpuKernel::Gemm1x1
+                })
+            }
             // Vectorised where the geometry vectorises and its scratch fits (the scratch
             // does not depend on the chunk's images or rows); else the scalar loop, which
             // size-independent rounding does not take.
@@ -293,10 +314,8 @@ impl AlgorithmCatalog for CpuCatalog {
             CpuKernel::DirectScalar if self.rounding == ConvRounding::SizeIndependent => None,
             CpuKernel::DirectScalar => Some(0),
             CpuKernel::CandleIm2col => candle_conv::workspace_bytes(problem, chunk, self.threads),
-            CpuKernel::TapGemm(_) if problem.geometry().kind == ConvKind::Transposed => {
-                tap_gemm::workspace_bytes(problem, self.threads)
-            }
-            CpuKernel::TapGemm(_) => None,
+            CpuKernel::TapGemm(mk) => tap_gemm::workspace_bytes(problem, mk, self.threads),
+            CpuKernel::S2dGemm(mk) => s2d_gemm::workspace_bytes(problem, mk, self.threads),
             // The gemm crate's rounding may depend on the sizes it is given.
             CpuKernel::Gemm1x1 if self.rounding == ConvRounding::SizeIndependent => None,
             CpuKernel::Gemm1x1 => gemm1x1::workspace_bytes(problem, chunk, self.threads),
@@ -323,6 +342,9 @@ impl AlgorithmCatalog for CpuCatalog {
             CpuKernel::ImplicitGemm(mk) => per_thread *= gemm_shape_efficiency(m, mk.mr(), c * g.taps()),
             // The transposed form's GEMM has a row per (tap, output channel).
             CpuKernel::TapGemm(mk) => per_thread *= gemm_shape_efficiency(m * g.taps(), mk.mr(), c),
+            CpuKernel::S2dGemm(mk) => {
+                per_thread = s2d_gflops_per_thread(problem.dtype()) * gemm_shape_efficiency(m, mk.mr(), c * g.taps())
+            }
             CpuKernel::Gemm1x1 => per_thread *= gemm_shape_efficiency(m, 16, c),
             CpuKernel::DirectVectorised(_) => per_thread = direct_vectorised_gflops_per_thread(problem.dtype()),
             _ => {}

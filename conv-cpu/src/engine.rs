@@ -4,7 +4,7 @@
 
 use crate::catalog::{CpuCatalog, CpuKernel, CpuPlan, chunk_geometry};
 use crate::implicit_gemm::Element;
-use crate::{candle_conv, check_len, direct, gemm1x1, tap_gemm};
+use crate::{candle_conv, check_len, direct, gemm1x1, s2d_gemm, tap_gemm};
 use candle_core::{Device, Storage, Tensor, WithDType};
 use conv_engine::budget::{DEFAULT_CPU_WORKSPACE, host_free_bytes};
 use conv_engine::{
@@ -202,7 +202,7 @@ impl CpuConv {
     }
 
     /// Runs a given plan with an epilogue: `out = (act(conv + bias) + residual) · scale`.
-    /// The implicit GEMM, Winograd (in its output transform), `Gemm1x1` and the vectorised
+    /// The implicit GEMM, Winograd (in its output transform), `Gemm1x1` (all its forms) and the vectorised
     /// direct convolution apply it in their write-out; the other kernels (candle's im2col,
     /// the scalar direct loop) in one pass after.
     ///
@@ -265,7 +265,7 @@ impl CpuConv {
         {
             return Err(unsupported(&format!(" (microkernel {mk:?} is not supported by this CPU)")));
         }
-        if let CpuKernel::Winograd(_, mk) | CpuKernel::TapGemm(mk) = *plan.kernel()
+        if let CpuKernel::Winograd(_, mk) = *plan.kernel()
             && !mk.is_narrow()
         {
             return Err(unsupported(&format!(" (kernel {} packs for the 6x16 tile; {mk} has another)", plan.kernel())));
@@ -365,9 +365,15 @@ impl CpuConv {
                 CpuKernel::DirectScalar => direct::direct_conv::<T, f32>(&gc, xs, w, b, os, chunk.rows.clone()),
                 CpuKernel::TapGemm(mk) => {
                     let threads = catalog.threads;
-                    let mut ws = self.meter.alloc_f32(tap_gemm::scratch_floats(&gc, threads))?;
+                    let mut ws = self.meter.alloc_f32(tap_gemm::scratch_floats(&gc, mk, threads))?;
                     let (rows, ep) = (chunk.rows.clone(), &chunk_epilogue);
                     tap_gemm::run(mk, &gc, xs, w, b, ep, os, rows, threads, &mut ws)?
+                }
+                CpuKernel::S2dGemm(mk) => {
+                    let threads = catalog.threads;
+                    let mut ws = self.meter.alloc_f32(s2d_gemm::scratch_floats(&gc, mk, threads))?;
+                    let (rows, ep) = (chunk.rows.clone(), &chunk_epilogue);
+                    s2d_gemm::run(mk, &gc, xs, w, b, ep, os, rows, threads, &mut ws)?
                 }
                 CpuKernel::Gemm1x1 => {
                     gemm1x1::run(&gc, xs, w, b, &chunk_epilogue, os, chunk.rows.clone(), catalog.threads)?

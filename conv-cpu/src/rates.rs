@@ -102,3 +102,12 @@ pub(super) fn gemm_shape_efficiency(m: usize, mr: usize, k: usize) -> f64 {
 pub(super) fn direct_vectorised_gflops_per_thread(dtype: ConvDType) -> f64 {
     if dtype == ConvDType::F32 { 30.0 } else { 25.0 }
 }
+
+/// The space-to-depth GEMM's GFLOP/s per thread (s2d_gemm.rs, before its shape factor):
+/// the implicit GEMM's rate times its gain on the layers it runs. On the 2-core AVX-512
+/// Xeon (2026-12-07, `realcugan_layers`, best of alternating rounds, both on the 14x32
+/// kernel) Real-CUGAN's 2x2 stride-2 layers ran 1.6x (64 channels) and 1.3x (128) the
+/// implicit GEMM's speed; the smaller gain is taken.
+pub(super) fn s2d_gflops_per_thread(dtype: ConvDType) -> f64 {
+    gflops_per_thread(Algorithm::ImplicitGemm, dtype, 0) * 1.3
+}

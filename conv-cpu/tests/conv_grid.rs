@@ -1,8 +1,8 @@
 //! Every CPU algorithm against the f64 reference on a seeded random grid of problems:
 //! 1-D and 2-D, forward and transposed, every dtype, batch > 1, odd sizes, 1x1,
 //! depthwise, grouped, strided (transposed with stride 2 and 3 and output_padding),
-//! dilated, asymmetric padding. Outputs start poisoned (NaN), so an element no algorithm
-//! writes fails.
+//! dilated, asymmetric padding, kernel = stride (the space-to-depth shape). Outputs start
+//! poisoned (NaN), so an element no algorithm writes fails.
 
 use candle_core::{DType, Device, Tensor};
 use conv_cpu::CpuConv;
@@ -52,7 +52,7 @@ fn random_case(rng: &mut StdRng, special: usize) -> Case {
         );
         let mut transposed = rng.random_bool(0.3);
         let one_d = rng.random_bool(0.2);
-        match special % 6 {
+        match special % 7 {
             // 1x1, stride 1, no padding: the Gemm1x1 shape.
             0 => {
                 kern = [1, 1];
@@ -88,6 +88,18 @@ fn random_case(rng: &mut StdRng, special: usize) -> Case {
             4 => {
                 kern = [3, 3];
                 stride = [1, 1];
+                dil = [1, 1];
+                groups = 1;
+                c = cpg;
+                k = kpg;
+                transposed = false;
+            }
+            // Forward, kernel = stride, unpadded, undilated, ungrouped: the space-to-depth
+            // GEMM's shape.
+            5 => {
+                kern = [rng.random_range(2..4), rng.random_range(1..4)];
+                stride = kern;
+                pad = Padding2d::default();
                 dil = [1, 1];
                 groups = 1;
                 c = cpg;
@@ -174,9 +186,14 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
         let b = case.bias.then_some(&b);
         let want = conv_f64(p, &xv, &wv, case.bias.then_some(&bv[..]));
         for (name, engine) in &engines {
-            if engine.plan(p).is_ok() {
+            if let Ok(plan) = engine.plan(p) {
                 check(engine, &case, &x, &w, b, &want, name);
                 *runs.entry(format!("{name} {}", p.dtype())).or_default() += 1;
+                // Gemm1x1's forms by the kernel they ran.
+                let kernel = plan.kernel().to_string();
+                if kernel.starts_with("s2d-gemm") || kernel.starts_with("tap-gemm") {
+                    *runs.entry(format!("{kernel} {}", p.dtype())).or_default() += 1;
+                }
             }
         }
         for (name, hit) in [
@@ -192,6 +209,10 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
             ("1-D", p.rank() == conv_engine::Rank::One),
             ("bf16", p.dtype() == conv_engine::ConvDType::BF16),
             ("f16", p.dtype() == conv_engine::ConvDType::F16),
+            (
+                "kernel = stride",
+                g.kind == ConvKind::Forward && g.kernel == g.stride && g.kernel != [1, 1] && g.pad_begin == [0, 0],
+            ),
         ] {
             if hit {
                 *coverage.entry(name).or_default() += 1;
@@ -202,7 +223,7 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
     for (name, count) in &coverage {
         assert!(*count >= 10, "only {count} problems cover {name}");
     }
-    assert_eq!(coverage.len(), 12, "some parameter class was never generated: {coverage:?}");
+    assert_eq!(coverage.len(), 13, "some parameter class was never generated: {coverage:?}");
     for alg in [
         "ImplicitGemm f32",
         "ImplicitGemm bf16",
@@ -216,15 +237,23 @@ fn every_algorithm_matches_the_f64_reference_on_600_problems() {
         let min = if alg.starts_with("Winograd f16") || alg.starts_with("Winograd bf16") { 10 } else { 20 };
         assert!(runs.get(alg).copied().unwrap_or(0) >= min, "{alg} ran only {:?} times", runs.get(alg));
     }
-    // Every microkernel this CPU has ran the implicit GEMM on the f32 problems.
+    // Every microkernel this CPU has ran the implicit GEMM on the f32 problems, and
+    // Gemm1x1's space-to-depth and transposed forms in every dtype.
     for mk in MicroKernel::all_supported() {
         let key = format!("ImplicitGemm ({mk}) f32");
         assert!(runs.get(&key).copied().unwrap_or(0) >= 20, "{key} ran only {:?} times", runs.get(&key));
+        for form in ["s2d-gemm", "tap-gemm"] {
+            for dt in ["f32", "f16", "bf16"] {
+                let key = format!("{form}/{mk} {dt}");
+                assert!(runs.get(&key).copied().unwrap_or(0) >= 3, "{key} ran only {:?} times", runs.get(&key));
+            }
+        }
     }
 }
 
 /// One engine per algorithm and, for the algorithms that run a microkernel (the implicit
-/// GEMM, Winograd's batched GEMMs, the vectorised direct loop), per microkernel this CPU
+/// GEMM, `Gemm1x1`'s transposed and space-to-depth forms, Winograd's batched GEMMs, the
+/// vectorised direct loop), per microkernel this CPU
 /// supports; the kernels it lacks are reported as skipped. Names: `ImplicitGemm` etc. for
 /// the kernel `detect()` picks, `ImplicitGemm (Avx2Fma 6x16)` etc. for each supported one.
 fn engines_for_every_microkernel() -> Vec<(String, CpuConv)> {
@@ -239,7 +268,7 @@ fn engines_for_every_microkernel() -> Vec<(String, CpuConv)> {
             .collect();
     let mut winograd_kernels = Vec::new();
     for mk in MicroKernel::all_supported() {
-        for alg in [Algorithm::ImplicitGemm, Algorithm::Winograd, Algorithm::Direct] {
+        for alg in [Algorithm::ImplicitGemm, Algorithm::Gemm1x1, Algorithm::Winograd, Algorithm::Direct] {
             // Winograd runs the 6x16 tile of the kernel's ISA: one engine per such kernel.
             if alg == Algorithm::Winograd {
                 if winograd_kernels.contains(&mk.narrow()) {

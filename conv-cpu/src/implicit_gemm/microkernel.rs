@@ -145,6 +145,49 @@ impl MicroKernel {
     }
 }
 
+impl MicroKernel {
+    /// Most cache lines [`Self::run_prefetching`] asks for over `kc` reduction steps (two
+    /// per four steps, spread among the FMAs).
+    pub const fn prefetch_capacity(kc: usize) -> usize {
+        kc / 2
+    }
+
+    /// [`Self::run`], asking meanwhile for the `lines` cache lines from `pf` (at most
+    /// [`Self::prefetch_capacity`]`(kc)`; the portable kernel ignores them): a caller's
+    /// next operands fetched from memory while the FMAs run, not in a burst that would
+    /// wait for the line-fill buffers. The arithmetic, and so every bit, is `run`'s.
+    ///
+    /// # Safety
+    /// As [`Self::run`]; `pf + 64·i` for `i < lines` lies in one allocation (a hint never
+    /// faults, but the address arithmetic must stay in bounds).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn run_prefetching(
+        self,
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        pf: *const u8,
+        lines: usize,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if lines > 0 {
+            let pf = simd::Prefetch { at: pf, lines };
+            match self {
+                MicroKernel::Avx512 => return unsafe { simd::avx512_14x32_pf(kc, a, b, c, ldc, accumulate, pf) },
+                MicroKernel::Avx512Narrow => return unsafe { simd::avx512_6x16_pf(kc, a, b, c, ldc, accumulate, pf) },
+                MicroKernel::Avx2Fma => return unsafe { simd::avx2_6x16_pf(kc, a, b, c, ldc, accumulate, pf) },
+                MicroKernel::Portable => {}
+            }
+        }
+        let _ = (pf, lines);
+        unsafe { self.run(kc, a, b, c, ldc, accumulate) }
+    }
+}
+
 impl std::fmt::Display for MicroKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{self:?} {}x{}", self.mr(), self.nr())
@@ -185,6 +228,28 @@ mod simd {
     use crate::implicit_gemm::simd::F32Vector;
     use std::arch::x86_64::*;
 
+    /// Cache lines a kernel asks for while it runs (`lines` of them from `at`).
+    #[derive(Clone, Copy)]
+    pub(super) struct Prefetch {
+        pub(super) at: *const u8,
+        pub(super) lines: usize,
+    }
+
+    impl Prefetch {
+        const NONE: Prefetch = Prefetch { at: std::ptr::null(), lines: 0 };
+
+        /// The next line, if any is left (into L2: the caller packs from it after the GEMM,
+        /// which L1 would not hold).
+        #[inline(always)]
+        unsafe fn one(&mut self) {
+            if self.lines > 0 {
+                unsafe { _mm_prefetch::<_MM_HINT_T1>(self.at.cast()) };
+                self.at = self.at.wrapping_add(64);
+                self.lines -= 1;
+            }
+        }
+    }
+
     /// One reduction step: `NV` B vectors, then per row one broadcast and `NV` FMAs.
     #[inline(always)]
     unsafe fn step<V: F32Vector, const MR: usize, const NV: usize>(
@@ -206,15 +271,17 @@ mod simd {
         }
     }
 
-    /// The generic `MR × (NV·LANES)` tile.
+    /// The generic `MR × (NV·LANES)` tile; with `PF`, two of `pf`'s lines per four steps.
     #[inline(always)]
-    pub(super) unsafe fn tile<V: F32Vector, const MR: usize, const NV: usize>(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn tile<V: F32Vector, const MR: usize, const NV: usize, const PF: bool>(
         kc: usize,
         mut a: *const f32,
         mut b: *const f32,
         c: *mut f32,
         ldc: usize,
         accumulate: bool,
+        mut pf: Prefetch,
     ) {
         unsafe {
             let nr = NV * V::LANES;
@@ -223,8 +290,14 @@ mod simd {
             while t + 4 <= kc {
                 step::<V, MR, NV>(&mut acc, a, b);
                 step::<V, MR, NV>(&mut acc, a.add(MR), b.add(nr));
+                if PF {
+                    pf.one();
+                }
                 step::<V, MR, NV>(&mut acc, a.add(2 * MR), b.add(2 * nr));
                 step::<V, MR, NV>(&mut acc, a.add(3 * MR), b.add(3 * nr));
+                if PF {
+                    pf.one();
+                }
                 a = a.add(4 * MR);
                 b = b.add(4 * nr);
                 t += 4;
@@ -251,17 +324,59 @@ mod simd {
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn avx2_6x16(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool) {
-        unsafe { tile::<__m256, 6, 2>(kc, a, b, c, ldc, acc) }
+        unsafe { tile::<__m256, 6, 2, false>(kc, a, b, c, ldc, acc, Prefetch::NONE) }
     }
 
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn avx512_6x16(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool) {
-        unsafe { tile::<__m512, 6, 1>(kc, a, b, c, ldc, acc) }
+        unsafe { tile::<__m512, 6, 1, false>(kc, a, b, c, ldc, acc, Prefetch::NONE) }
     }
 
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn avx512_14x32(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool) {
-        unsafe { tile::<__m512, 14, 2>(kc, a, b, c, ldc, acc) }
+        unsafe { tile::<__m512, 14, 2, false>(kc, a, b, c, ldc, acc, Prefetch::NONE) }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn avx2_6x16_pf(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        acc: bool,
+        pf: Prefetch,
+    ) {
+        unsafe { tile::<__m256, 6, 2, true>(kc, a, b, c, ldc, acc, pf) }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn avx512_6x16_pf(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        acc: bool,
+        pf: Prefetch,
+    ) {
+        unsafe { tile::<__m512, 6, 1, true>(kc, a, b, c, ldc, acc, pf) }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn avx512_14x32_pf(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        acc: bool,
+        pf: Prefetch,
+    ) {
+        unsafe { tile::<__m512, 14, 2, true>(kc, a, b, c, ldc, acc, pf) }
     }
 
     /// Candidate tiles for choosing the AVX-512 shape by measurement (`speed` test).
@@ -272,7 +387,7 @@ mod simd {
             ($name:ident, $mr:literal, $nv:literal) => {
                 #[target_feature(enable = "avx512f")]
                 pub unsafe fn $name(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool) {
-                    unsafe { tile::<__m512, $mr, $nv>(kc, a, b, c, ldc, acc) }
+                    unsafe { tile::<__m512, $mr, $nv, false>(kc, a, b, c, ldc, acc, Prefetch::NONE) }
                 }
             };
         }
@@ -327,6 +442,41 @@ mod tests {
             for (seed, kc) in [0usize, 1, 3, 4, 7, 64, 129].into_iter().enumerate() {
                 check(kernel, kc, false, seed as u64);
                 check(kernel, kc, true, 100 + seed as u64);
+            }
+        }
+    }
+
+    /// The prefetching entry computes `run`'s bits, with every kernel, whole and partial
+    /// prefetch windows.
+    #[test]
+    fn prefetching_gives_the_same_bits() {
+        let mut rng = StdRng::seed_from_u64(77);
+        let lines: Vec<u8> = vec![0; 64 * 80];
+        for kernel in MicroKernel::all_supported() {
+            let (mr, nr) = (kernel.mr(), kernel.nr());
+            for kc in [1usize, 5, 64, 128, 131] {
+                let a: Vec<f32> = (0..kc * mr).map(|_| rng.random_range(-1.0..1.0)).collect();
+                let b: Vec<f32> = (0..kc * nr).map(|_| rng.random_range(-1.0..1.0)).collect();
+                let init: Vec<f32> = (0..mr * nr).map(|_| rng.random_range(-1.0..1.0)).collect();
+                for accumulate in [false, true] {
+                    let (mut want, mut got) = (init.clone(), init.clone());
+                    let n = MicroKernel::prefetch_capacity(kc).min(80);
+                    unsafe {
+                        kernel.run(kc, a.as_ptr(), b.as_ptr(), want.as_mut_ptr(), nr, accumulate);
+                        kernel.run_prefetching(
+                            kc,
+                            a.as_ptr(),
+                            b.as_ptr(),
+                            got.as_mut_ptr(),
+                            nr,
+                            accumulate,
+                            lines.as_ptr(),
+                            n,
+                        );
+                    }
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{kernel:?} kc={kc} accumulate {accumulate}");
+                }
             }
         }
     }

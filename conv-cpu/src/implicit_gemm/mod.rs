@@ -45,7 +45,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 #[macro_export]
 macro_rules! isa_entry {
     ($kernel:expr, [$($gp:tt)*], [$($ga:tt)*], ($($name:ident: $ty:ty = $val:expr),* $(,)?) => $body:expr) => {{
-        $(let $name = $val;)*
+        // `name: T = name` rebinds on purpose: the entry points take the names as arguments.
+        $(#[allow(clippy::redundant_locals)] let $name = $val;)*
         #[cfg(target_arch = "x86_64")]
         {
             #[target_feature(enable = "avx512f,avx2,fma")]
