@@ -13,10 +13,63 @@
 //! output is still its GEMM sum, then the write-out's epilogue.
 
 use super::panel_gemm;
-use super::workers::run_on_workers;
+use super::workers::{SharedMut, run_on_workers};
 use crate::implicit_gemm::MicroKernel;
+use conv_engine::{ConvGeometry, Epilogue};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One call's operands, shared by the workers of a band executor (each wraps it in a
+/// type of its own that implements [`BandJob`]).
+pub(super) struct BandOperands<'a, T> {
+    pub kernel: MicroKernel,
+    pub g: &'a ConvGeometry,
+    pub x: &'a [T],
+    /// The packed weights.
+    pub a: &'a [f32],
+    pub bias: Option<&'a [T]>,
+    pub epilogue: &'a Epilogue<&'a [T]>,
+    pub out: SharedMut<T>,
+    pub rows: Range<usize>,
+    /// Output rows per band, and bands per image.
+    pub band: usize,
+    pub bands: usize,
+    pub max_cols: usize,
+    /// The output's size (`out_hw`, kept: the write-out asks for it per row).
+    pub out_hw: [usize; 2],
+}
+
+impl<'a, T> BandOperands<'a, T> {
+    /// Output rows `rows` of every image of `g` in bands of `band` rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        kernel: MicroKernel,
+        g: &'a ConvGeometry,
+        x: &'a [T],
+        a: &'a [f32],
+        bias: Option<&'a [T]>,
+        epilogue: &'a Epilogue<&'a [T]>,
+        out: &mut [T],
+        rows: Range<usize>,
+        band: usize,
+        max_cols: usize,
+    ) -> Self {
+        let bands = rows.len().div_ceil(band);
+        let out = SharedMut(out.as_mut_ptr());
+        BandOperands { kernel, g, x, a, bias, epilogue, out, rows, band, bands, max_cols, out_hw: g.out_hw() }
+    }
+
+    /// Units of work: every band of every image.
+    pub fn units(&self) -> usize {
+        self.g.batch * self.bands
+    }
+
+    /// Image and output rows of unit `u`.
+    pub fn unit_rows(&self, u: usize) -> (usize, Range<usize>) {
+        let (n, o0) = (u / self.bands, self.rows.start + (u % self.bands) * self.band);
+        (n, o0..(o0 + self.band).min(self.rows.end))
+    }
+}
 
 /// What a band executor brings to [`run`].
 pub(super) trait BandJob: Sync {

@@ -22,9 +22,8 @@
 //! (`ConvRounding::SizeIndependent`) and gives the implicit GEMM's bits on the same
 //! microkernel.
 
-use super::band_pipeline::{self, BandJob};
+use super::band_pipeline::{self, BandJob, BandOperands};
 use super::stride2;
-use super::workers::SharedMut;
 use crate::implicit_gemm::{Element, MicroKernel};
 use conv_engine::error::ConvError;
 use conv_engine::problem::ConvProblem;
@@ -130,21 +129,8 @@ pub(super) fn run<T: Element>(
         }
     }
     let band = band_rows(g, kernel);
-    let job = Job {
-        kernel,
-        g,
-        x,
-        a,
-        bias,
-        epilogue,
-        out: SharedMut(out.as_mut_ptr()),
-        bands: rows.len().div_ceil(band),
-        rows,
-        band,
-        max_cols: max_cols(g, kernel),
-        out_hw: g.out_hw(),
-    };
-    let units = g.batch * job.bands;
+    let job = Job(BandOperands::new(kernel, g, x, a, bias, epilogue, out, rows, band, max_cols(g, kernel)));
+    let units = job.units();
     // SAFETY: the kernel is supported (asserted above); units write disjoint output rows
     // (distinct images or bands).
     unsafe { band_pipeline::run(&job, units, per_worker, threads.min(units.max(1))) };
@@ -152,31 +138,16 @@ pub(super) fn run<T: Element>(
 }
 
 /// One call's operands, shared by its workers.
-struct Job<'a, T> {
-    kernel: MicroKernel,
-    g: &'a ConvGeometry,
-    x: &'a [T],
-    /// The packed weights.
-    a: &'a [f32],
-    bias: Option<&'a [T]>,
-    epilogue: &'a Epilogue<&'a [T]>,
-    out: SharedMut<T>,
-    rows: Range<usize>,
-    /// Output rows per band, and bands per image.
-    band: usize,
-    bands: usize,
-    max_cols: usize,
-    /// The output's size (`out_hw`, kept: the write-out asks for it per row).
-    out_hw: [usize; 2],
+struct Job<'a, T>(BandOperands<'a, T>);
+
+impl<'a, T> std::ops::Deref for Job<'a, T> {
+    type Target = BandOperands<'a, T>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl<T: Element> Job<'_, T> {
-    /// Image and output rows of unit `u`.
-    fn unit_rows(&self, u: usize) -> (usize, Range<usize>) {
-        let (n, o0) = (u / self.bands, self.rows.start + (u % self.bands) * self.band);
-        (n, o0..(o0 + self.band).min(self.rows.end))
-    }
-
     /// See [`BandJob::pack`]: channel by channel, each one run of its plane (the band's
     /// input rows in memory order).
     #[inline(always)]
