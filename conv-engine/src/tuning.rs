@@ -225,7 +225,9 @@ impl<C: AlgorithmCatalog> Dispatcher<C> {
     /// The stored winner's plan for `problem`, if the store has one this catalog still
     /// offers (same allowed algorithm, a candidate of that name) and it fits `budget`.
     pub(crate) fn tuned_plan(&self, problem: &ConvProblem, budget: BudgetState) -> Option<Plan<C::Kernel>> {
-        let entry = self.tuning.as_ref()?.lookup(&self.catalog().tuning_key(), problem)?;
+        // An empty store (the common case) costs no key: on ROCm that hashes the kernels.
+        let store = self.tuning.as_ref().filter(|s| !s.is_empty())?;
+        let entry = store.lookup(&self.catalog().tuning_key(), problem)?;
         let plan = self
             .whole_problem_candidates(problem, budget)
             .into_iter()

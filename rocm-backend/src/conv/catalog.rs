@@ -37,17 +37,22 @@ const BANDWIDTH: f64 = 1.0e12;
 pub struct RocmCatalog {
     device: Arc<RocmDevice>,
     rounding: ConvRounding,
+    /// [`AlgorithmCatalog::tuning_key`], made once: it hashes every kernel source and
+    /// asks rocBLAS its version.
+    tuning_key: std::sync::OnceLock<String>,
 }
 
 impl RocmCatalog {
     pub fn new(device: Arc<RocmDevice>) -> Self {
-        RocmCatalog { device, rounding: ConvRounding::Fastest }
+        RocmCatalog { device, rounding: ConvRounding::Fastest, tuning_key: std::sync::OnceLock::new() }
     }
 
     /// The catalog restricted to what `rounding` allows ([`ConvRounding::SizeIndependent`]:
     /// the implicit GEMM without split-K, and direct convolution).
     pub fn with_rounding(mut self, rounding: ConvRounding) -> Self {
         self.rounding = rounding;
+        // The key names the rounding (through the device key).
+        self.tuning_key = std::sync::OnceLock::new();
         self
     }
 
@@ -60,6 +65,21 @@ impl RocmCatalog {
         let i = self.device.info();
         let split_k = self.rounding == ConvRounding::Fastest;
         igemm_kernel(i.family, i.compute_units, p, chunk, split_k)
+    }
+
+    fn make_tuning_key(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for m in kernels::modules() {
+            h.update(m.source.as_bytes());
+            for (name, text) in m.headers {
+                h.update(name.as_bytes());
+                h.update(text.as_bytes());
+            }
+        }
+        let sources: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let blas = self.device.blas().map(|b| b.version().to_string()).unwrap_or_else(|_| "none".into());
+        format!("{}/kernels {sources}/rocblas {blas}", self.device_key())
     }
 }
 
@@ -79,18 +99,7 @@ impl AlgorithmCatalog for RocmCatalog {
     /// The device key, the kernel sources (every module's text, hashed) and rocBLAS's
     /// version: a new kernel set or library is tuned afresh.
     fn tuning_key(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        for m in kernels::modules() {
-            h.update(m.source.as_bytes());
-            for (name, text) in m.headers {
-                h.update(name.as_bytes());
-                h.update(text.as_bytes());
-            }
-        }
-        let sources: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
-        let blas = self.device.blas().map(|b| b.version().to_string()).unwrap_or_else(|_| "none".into());
-        format!("{}/kernels {sources}/rocblas {blas}", self.device_key())
+        self.tuning_key.get_or_init(|| self.make_tuning_key()).clone()
     }
 
     fn kernel_candidates(&self, alg: Algorithm, p: &ConvProblem, chunking: Chunking, limit: usize) -> Vec<RocmKernel> {
