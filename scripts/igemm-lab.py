@@ -17,7 +17,7 @@ run on the same tensors. -D NAME[=VALUE] passes defines to NVRTC (kernel experim
 --variant NAME=-DA=1,-DB=2 (repeatable) compiles the source once more with those defines
 and checks / times it beside the others in the same process, on the same tensors:
 
-    scripts/igemm-lab.py --bench --variant raster=-DRV_IG_RASTER=1 --variant stages=-DRV_IG_NV_SMEM_KIB=96
+    scripts/igemm-lab.py --bench --variant plain=-DRV_IG_FRAGS=0 --variant stages=-DRV_IG_NV_SMEM_KIB=96
 
 The kernels take dynamic shared memory on NVIDIA: the launch passes the bytes the source's
 formula gives (rv_igemm_nhwc::SMEM, repeated in smem_bytes below and in

@@ -6,7 +6,7 @@
 #   3. ncu on one launch of one kernel per IGEMM_LAB_NCU entry:
 #      speed of light, warp stall reasons, memory and LDS, source counters; and the same
 #      sections for the cuDNN kernel that follows it.
-# Environment: IGEMM_LAB_ARGS (extra arguments to every run, e.g. "--variant raster=-DRV_IG_RASTER=1"),
+# Environment: IGEMM_LAB_ARGS (extra arguments to every run, e.g. "--variant plain=-DRV_IG_FRAGS=0"),
 #   IGEMM_LAB_BENCH (arguments of the check+bench run only), IGEMM_LAB_CHECK=0 skips step 1,
 #   IGEMM_LAB_NCU (space-separated SHAPE:CONFIG:DTYPE[:VARIANT], one ncu run each; empty: none).
 # Writes $OUT/igemm-lab.md and $OUT/ncu-*.txt. Device tool call:

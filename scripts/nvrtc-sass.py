@@ -8,7 +8,7 @@ prints its instruction mix -- the count to drive down when a kernel is issue-bou
 NVRTC and nvdisasm come from NVIDIA's PyPI wheels (see scripts/nvrtc-preflight.py):
     pip download --no-deps -d /tmp/nvdis "nvidia-cuda-nvdisasm==13.2.78"; unzip it
     scripts/nvrtc-sass.py --cuda /tmp/nvrtc/x/nvidia/cu13 --nvdisasm /tmp/nvdis/x/nvidia/cu13/bin/nvdisasm \\
-        igemm_mma_128x128_2x2_f16 [-D RV_IG_FRAGS=1] [--print]
+        igemm_mma_128x128_2x2_f16 [-D RV_IG_FRAGS=0] [--print]
 """
 import argparse
 import collections

@@ -65,31 +65,29 @@
 //
 // Tuning knobs (defaults are the measured choice; scripts/igemm-lab.py -D overrides them to
 // compare variants in one run, docs/measurements/*-igemm-lab.md):
-//   RV_IG_FRAGS    fragment-load schedule of rv_ig_mma::compute (0 or 1, see there)
-//   RV_IG_RASTER   block order: 0 = M tiles fastest; 1 = the N tiles of one M tile
-//                  consecutive, so the blocks that share an activation tile run together
-//                  and read it from L2 once
-//   RV_IG_TAPS_INNER  k order when cgp is a whole number of k-tiles: 0 = tap-major
-//                  (kk = tap*cgp + ci); 1 = channel-major (a k-tile is one tap of one
-//                  32-channel slice; the taps of a slice follow each other, so the A rows
-//                  they read overlap and hit in cache)
+//   RV_IG_FRAGS    2 (NVIDIA's default): fragments double-buffered in registers across k16
+//                  steps and k-tiles (rv_ig_mma::load; 3-6% on the H100 against 0, the
+//                  plain schedule of rv_ig_mma::compute, which AMD and the emulations use,
+//                  docs/measurements/2026-12-07-igemm-pipelined-fragments.md)
+//   (Measured without gain on the H100 and removed: the block raster by N tiles and the
+//   channel-major k order, RV_IG_RASTER / RV_IG_TAPS_INNER, 2026-12-06-h100-igemm-lab.md;
+//   an incremental k-tile step with per-tap padding masks, RV_IG_STEP, 2026-12-07.)
 //   RV_IG_A_CACHE  NVIDIA A loads: 0 = cp.async.cg (L2 only), 1 = cp.async.ca (L1 too)
 //   RV_IG_NV_SMEM_KIB  NVIDIA stage count from a shared-memory budget instead of the
 //                  configuration's STAGES (experiments; the host must pass the bytes)
-#ifndef RV_IG_FRAGS
-#define RV_IG_FRAGS 0
-#endif
-#ifndef RV_IG_RASTER
-#define RV_IG_RASTER 0
-#endif
-#ifndef RV_IG_TAPS_INNER
-#define RV_IG_TAPS_INNER 0
-#endif
 #ifndef RV_IG_A_CACHE
 #define RV_IG_A_CACHE 0
 #endif
+
 #include "prelude.h"
 #include "mma.h"
+#ifndef RV_IG_FRAGS
+#if defined(RV_MMA_HAVE_NV)
+#define RV_IG_FRAGS 2
+#else
+#define RV_IG_FRAGS 0
+#endif
+#endif
 
 // The kernel's view of its arguments.
 struct rv_ig_args {
@@ -153,6 +151,10 @@ RV_DEVICE void rv_ig_write(const rv_ig_args& a, rv_fastdiv div_pq, rv_fastdiv di
 // Math policies: what a block computes from one stage of LDS tiles, and how its
 // accumulators reach the LDS slice of the epilogue.
 
+// Whether the MMA layer has the shared-address fragment loads of RV_IG_FRAGS 2 (NVIDIA).
+template <class P, class = void> struct rv_ig_has_ldsm { static constexpr bool value = false; };
+template <class P> struct rv_ig_has_ldsm<P, decltype(void(P::frag_a(0, 0)))> { static constexpr bool value = true; };
+
 // Matrix cores: warps (of P::WARP lanes) in a PWM x PWN grid, each a WTM x WTN tile of
 // 16x16 atoms. The configuration counts 32-lane warps (WM x WN); on wave64 two of them
 // make one wave, so the grid halves along M (or N when WM == 1) and each wave's tile
@@ -184,12 +186,10 @@ struct rv_ig_mma {
                 for (int r = 0; r < P::C_REGS; ++r) acc[i][j][r] = 0.0f;
     }
 
-    // Two k16 steps per 64-byte tile row.
-    // RV_IG_FRAGS 0: all A fragments of the warp tile live, B loaded one atom column at a
-    //   time (fewest registers; each B load's latency sits in front of its MMAs).
-    // RV_IG_FRAGS 1: both k16 steps' A and B fragments loaded before the first MMA, so the
-    //   second step's loads run under the first step's MMAs (NVIDIA keeps the asm order of
-    //   ldmatrix and mma, so the order in the source is the schedule).
+    // Two k16 steps per 64-byte tile row: all A fragments of the warp tile live, B loaded
+    // one atom column at a time (fewest registers). (A schedule that loaded both steps'
+    // fragments before the first MMA, RV_IG_FRAGS 1, measured no gain on the H100,
+    // 2026-12-06, and was removed; NVIDIA pipelines its fragments instead, see load.)
     __device__ __forceinline__ void compute(const rv_v16* As, const rv_v16* Bs) {
         // Fragment rows start at multiples of 16, which the swizzle of rv_mma_chunk leaves
         // alone: a fragment is the lane's fragment of rows 0-15 (loop-invariant) moved by
@@ -197,22 +197,6 @@ struct rv_ig_mma {
         // recomputed every k-tile.
         As += wm * WTM * 4;
         Bs += wn * WTN * 4;
-#if RV_IG_FRAGS == 1
-        rv_u32 a[2][AM][P::A_REGS], b[2][AN][P::B_REGS];
-#pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-#pragma unroll
-            for (int i = 0; i < AM; ++i) P::load_a(a[ks][i], As + i * 64, 0, ks, lane);
-#pragma unroll
-            for (int j = 0; j < AN; ++j) P::load_b(b[ks][j], Bs + j * 64, 0, ks, lane);
-        }
-#pragma unroll
-        for (int ks = 0; ks < 2; ++ks)
-#pragma unroll
-            for (int j = 0; j < AN; ++j)
-#pragma unroll
-                for (int i = 0; i < AM; ++i) P::mma(acc[i][j], a[ks][i], b[ks][j]);
-#else
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
             rv_u32 a[AM][P::A_REGS];
@@ -226,8 +210,37 @@ struct rv_ig_mma {
                 for (int i = 0; i < AM; ++i) P::mma(acc[i][j], a[i], b);
             }
         }
-#endif
     }
+
+    // RV_IG_FRAGS 2 (NVIDIA): one k16 step's fragments double-buffered in registers (buf is
+    // a constant where inlined), so the pipeline loads step ks+1, or across the barrier the
+    // next k-tile's step 0, under the MMAs of step ks (CUTLASS's warp-level pipelining).
+    // fa_at/fb_at: bytes from a stage's start to this lane's row of the warp's first
+    // fragment per step; every other fragment is an immediate offset from it.
+    static constexpr bool PIPELINED = rv_ig_has_ldsm<P>::value;
+#if RV_IG_FRAGS == 2 && defined(RV_MMA_HAVE_NV)
+    rv_u32 fa[2][AM][P::A_REGS], fb[2][AN][P::B_REGS];
+    unsigned fa_at[2], fb_at[2];
+    __device__ __forceinline__ void init_frags() {
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+            fa_at[ks] = (unsigned)(wm * WTM * 4 + P::frag_a(ks, lane)) * 16u;
+            fb_at[ks] = (unsigned)(BM * 4 + wn * WTN * 4 + P::frag_b(ks, lane)) * 16u;
+        }
+    }
+    __device__ __forceinline__ void load(int buf, unsigned stage_at, int ks) {
+#pragma unroll
+        for (int i = 0; i < AM; ++i) P::load_at(fa[buf][i], stage_at + fa_at[ks] + i * 1024u);
+#pragma unroll
+        for (int j = 0; j < AN; ++j) P::load_at(fb[buf][j], stage_at + fb_at[ks] + j * 1024u);
+    }
+    __device__ __forceinline__ void mma(int buf) {
+#pragma unroll
+        for (int j = 0; j < AN; ++j)
+#pragma unroll
+            for (int i = 0; i < AM; ++i) P::mma(acc[i][j], fa[buf][i], fb[buf][j]);
+    }
+#endif  // RV_IG_FRAGS == 2 && RV_MMA_HAVE_NV
 
     // Accumulators of output channels [slice*SW, slice*SW + SW) into cs[n - slice*SW][m].
     template <int SW, int CLD>
@@ -257,6 +270,7 @@ struct rv_ig_simt {
     static constexpr int NT = 256;
     static constexpr int RM = BM / TM, RN = BN / TN;
     static_assert(RM * RN == NT, "thread tiles must cover the block with 256 threads");
+    static constexpr bool PIPELINED = false;  // no fragment registers to double-buffer
     float acc[TM][TN];
     int tm, tn;
 
@@ -334,7 +348,6 @@ struct rv_ig_iter {
     int r, s, cgp, tr, ts, tc, K, bkk;
     int dst;                  // 16-byte units: this thread's chunk of tile row tid/4
     rv_u32 bin;               // bit i: B row i of this thread is inside the BN-row tile
-    bool taps_inner;          // k order: a k-tile is one tap of one BKE-channel slice (RV_IG_TAPS_INNER)
     bool bok[B_IT];
 #if !defined(RV_MMA_HAVE_NV)
     rv_v16 ra[A_IT], rb[B_IT];
@@ -371,22 +384,12 @@ struct rv_ig_iter {
         }
         dh_step = (rv_i64)g.dil_h * g.w * ct * (rv_i64)sizeof(T);
         dw_step = (rv_i64)g.dil_w * ct * (rv_i64)sizeof(T);
-        taps_inner = RV_IG_TAPS_INNER && cgp % BKE == 0;
-        if (taps_inner) {
-            const int taps = g.r * g.s;
-            const int slice = kt0 / taps, t = kt0 - slice * taps;
-            tr = t / g.s;
-            ts = t - tr * g.s;
-            tc = slice * BKE + chunk * VE;
-            bkk = t * cgp + tc;
-        } else {
-            const int kk = kt0 * BKE + chunk * VE;
-            const int t = kk / cgp;
-            tc = kk - t * cgp;
-            tr = t / g.s;
-            ts = t - tr * g.s;
-            bkk = kk;
-        }
+        const int kk = kt0 * BKE + chunk * VE;
+        const int t = kk / cgp;
+        tc = kk - t * cgp;
+        tr = t / g.s;
+        ts = t - tr * g.s;
+        bkk = kk;
         aoff = tr * dh_step + ts * dw_step + (rv_i64)tc * (rv_i64)sizeof(T);
 #pragma unroll
         for (int i = 0; i < B_IT; ++i) {
@@ -409,25 +412,14 @@ struct rv_ig_iter {
         return brow[i] + (rv_i64)bkk * (rv_i64)sizeof(T);
     }
     __device__ __forceinline__ void advance() {
-        if (taps_inner) {
+        tc += BKE;
+        bkk += BKE;
+        while (tc >= cgp) {
+            tc -= cgp;
             if (++ts == s) {
                 ts = 0;
-                if (++tr == r) {
-                    tr = 0;
-                    tc += BKE;
-                }
+                ++tr;
             }
-            bkk = (tr * s + ts) * cgp + tc;
-        } else {
-            tc += BKE;
-            while (tc >= cgp) {
-                tc -= cgp;
-                if (++ts == s) {
-                    ts = 0;
-                    ++tr;
-                }
-            }
-            bkk += BKE;
         }
         aoff = tr * dh_step + ts * dw_step + (rv_i64)tc * (rv_i64)sizeof(T);
     }
@@ -532,12 +524,7 @@ struct rv_igemm_nhwc {
         const int K = g.r * g.s * a.cgp;
         const int pq = g.p * g.q;
         const int M = g.n * pq;
-#if RV_IG_RASTER == 1
-        const unsigned lin = blockIdx.x + blockIdx.y * gridDim.x;
-        const int m0 = (int)(lin / gridDim.y) * BM, j0 = (int)(lin % gridDim.y) * BN;
-#else
         const int m0 = (int)blockIdx.x * BM, j0 = (int)blockIdx.y * BN;
-#endif
         const rv_fastdiv div_pq = rv_fastdiv_make((unsigned)pq), div_q = rv_fastdiv_make((unsigned)g.q);
 
         // k-tiles of this split.
@@ -563,6 +550,32 @@ struct rv_igemm_nhwc {
         }
         // Stage ring positions (16-byte units) of the tile read and the tile written.
         int rd = 0, wr = (S - 1) * STAGE;
+#if RV_IG_FRAGS == 2
+        if constexpr (Math::PIPELINED) {
+            // Per k-tile: load step 1's fragments, issue the copy of tile kt+S-1 into the
+            // stage tile kt-1 used (every warp finished reading it before the previous
+            // barrier), MMAs of step 0, wait for tile kt+1 and barrier, load its step 0,
+            // MMAs of step 1. Copy groups committed before the wait in iteration kt:
+            // S-1 + kt+1, so wait_group S-2 leaves tiles 0..kt+1 complete.
+            math.init_frags();
+            const unsigned smem_at = rv_smem_addr(smem);
+            rv_cp_async_wait<S - 2>();
+            __syncthreads();
+            if (nkt > 0) math.load(0, smem_at, 0);
+            for (int kt = 0; kt < nkt; ++kt) {
+                math.load(1, smem_at + rd * 16u, 1);
+                if (kt + S - 1 < nkt) it.issue(smem + wr);
+                rv_cp_async_commit();
+                math.mma(0);
+                rv_cp_async_wait<S - 2>();
+                __syncthreads();
+                rd = rd + STAGE == S * STAGE ? 0 : rd + STAGE;
+                wr = wr + STAGE == S * STAGE ? 0 : wr + STAGE;
+                if (kt + 1 < nkt) math.load(0, smem_at + rd * 16u, 0);
+                math.mma(1);
+            }
+        } else
+#endif
         for (int kt = 0; kt < nkt; ++kt) {
             rv_cp_async_wait<S - 2>();
             __syncthreads();

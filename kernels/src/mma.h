@@ -392,6 +392,23 @@ template <typename T> struct rv_mma_nv {
         const int j = lane >> 3;
         rv_ldmatrix_x4(b, tile + rv_mma_chunk(row0 + (lane & 7) + 8 * (j >> 1), 2 * ks + (j & 1)));
     }
+    // The lane's ldmatrix row of the A (B) fragment of tile rows 0-15 at k16 step ks, in
+    // 16-byte units; rows row0.. (row0 % 16 == 0, which the swizzle leaves alone) are this
+    // plus row0 * 4. With load_at, a pipeline keeps one shared address per operand and step
+    // and reaches every fragment by an immediate offset (igemm_mma.hip, RV_IG_FRAGS 2).
+    static __device__ __forceinline__ int frag_a(int ks, int lane) {
+        const int j = lane >> 3;
+        return rv_mma_chunk((lane & 7) + 8 * (j & 1), 2 * ks + (j >> 1));
+    }
+    static __device__ __forceinline__ int frag_b(int ks, int lane) {
+        const int j = lane >> 3;
+        return rv_mma_chunk((lane & 7) + 8 * (j >> 1), 2 * ks + (j & 1));
+    }
+    static __device__ __forceinline__ void load_at(rv_u32 (&r)[4], unsigned saddr) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(saddr));
+    }
     // D of one m16n8k16: d0d1 = D[g][2t..2t+1], d2d3 = D[g+8][2t..2t+1]; c[0..3] is the
     // first n8 block, c[4..7] the second.
     static __device__ __forceinline__ void mma(float (&c)[8], const rv_u32 (&a)[4], const rv_u32 (&b)[4]) {
