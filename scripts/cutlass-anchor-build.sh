@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stages, on the development machine, what scripts/cutlass-anchor.sh needs on the GPU machine
-# (the CUTLASS anchor of issue 28, benches/anchors/cutlass_conv.cu): CUTLASS's header tree,
+# (the CUTLASS anchor of issue 28, benches/anchors/cutlass_conv/): CUTLASS's header tree,
 # taken unmodified from the pinned nvidia-cutlass wheel on PyPI, compressed into the ignored
 # folder that travels with the device call (carry=[".device-carry"]):
 #
@@ -16,7 +16,7 @@
 #
 #   scripts/cutlass-anchor-build.sh
 #   CUTLASS_ANCHOR_LOCAL_NVCC=/path/to/nvcc scripts/cutlass-anchor-build.sh
-#       also compiles benches/anchors/cutlass_conv.cu here (sm_90, the split build of
+#       also compiles benches/anchors/cutlass_conv/cutlass_conv.cu here (sm_90, the split build of
 #       scripts/cutlass-anchor.sh, two units at a time) and links it: a compile check, no run.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -103,7 +103,7 @@ if [[ -n ${CUTLASS_ANCHOR_LOCAL_NVCC:-} ]]; then
     echo "cutlass-anchor-build: compile check with $("$nvcc" --version | tail -1)"
     start=$SECONDS
     for tu in 100 0 1 2 3 4 5; do
-        "$nvcc" "${flags[@]}" -Xptxas -v -DANCHOR_TU=$tu -c benches/anchors/cutlass_conv.cu \
+        "$nvcc" "${flags[@]}" -Xptxas -v -DANCHOR_TU=$tu -c benches/anchors/cutlass_conv/cutlass_conv.cu \
             -o "$obj/tu$tu.o" >"$obj/tu$tu.log" 2>&1 &
         if (( tu != 100 && tu % 2 == 1 )); then wait; fi
     done

@@ -7,10 +7,11 @@
 # 1. unpacks CUTLASS's headers from .device-carry/anchors/cutlass-include.tar.xz (staged here
 #    by scripts/cutlass-anchor-build.sh: nvidia-cutlass 4.2.0.0 from PyPI, CUTLASS 4.2.0) into
 #    /tmp/cutlass-anchor/include-<tarball sha>;
-# 2. compiles benches/anchors/cutlass_conv.cu with the machine's nvcc (-arch=sm_90 -O3
-#    -std=c++17): seven translation units in parallel (the main program and one per kernel
-#    configuration, 2 dtypes x 3 tiles), then links; the binary is cached in
-#    /tmp/cutlass-anchor/bin-<hash of source, tarball, nvcc version and flags>;
+# 2. compiles benches/anchors/cutlass_conv/cutlass_conv.cu (which includes the other files of
+#    that folder) with the machine's nvcc (-arch=sm_90 -O3 -std=c++17): seven translation units
+#    in parallel (the main program and one per kernel configuration, 2 dtypes x 3 tiles), then
+#    links; the binary is cached in /tmp/cutlass-anchor/bin-<hash of every file of the source
+#    folder, tarball, nvcc version and flags>;
 # 3. runs it on every shape (17 VAE and Real-CUGAN shapes x f16, bf16 x 3 configurations)
 #    within CUTLASS_ANCHOR_SECONDS (default 300) counted from the start of this script: the
 #    program gets --budget-s (the time left minus 20 s, after which it starts no further
@@ -37,7 +38,8 @@ say() { echo "cutlass-anchor: $*" | tee -a "$log" >&2; }
 
 seconds=${CUTLASS_ANCHOR_SECONDS:-300}
 arch=${CUTLASS_ANCHOR_ARCH:-sm_90}
-src=benches/anchors/cutlass_conv.cu
+src_dir=benches/anchors/cutlass_conv
+src=$src_dir/cutlass_conv.cu  # the one file compiled; it includes the rest of $src_dir
 tarball=.device-carry/anchors/cutlass-include.tar.xz
 work=/tmp/cutlass-anchor
 mkdir -p "$work"
@@ -80,7 +82,9 @@ say "headers: $inc/include (tarball sha256 $tar_sha, $package)"
 flags=(-arch="$arch" -O3 -std=c++17 --threads 0 --expt-relaxed-constexpr -DNDEBUG
     -Xcudafe --diag_suppress=esa_on_defaulted_function_ignored -I"$inc/include"
     "-DCUTLASS_ANCHOR_PACKAGE=\"$package\"")
-key=$( { sha256sum "$src" | cut -d' ' -f1; echo "$tar_sha"; echo "$nvcc_version"; echo "${flags[*]}"; } |
+# Every file of the source folder (names and contents), not just $src: its headers are code.
+src_sha=$(find "$src_dir" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+key=$( { echo "$src_sha"; echo "$tar_sha"; echo "$nvcc_version"; echo "${flags[*]}"; } |
     sha256sum | cut -c1-16)
 bindir=$work/bin-$key
 bin=$bindir/cutlass_conv
