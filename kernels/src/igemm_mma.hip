@@ -45,20 +45,16 @@
 // to LDS (zero-fill for padding) with STAGES stages in flight, one barrier per k-tile. AMD
 // (no asynchronous global->LDS copy on RDNA): two LDS stages; the next tile's loads go to
 // registers before the current tile's math, and to LDS after it, one barrier per k-tile.
-//
 // Epilogue: accumulators go through LDS in slices of SW output channels ([SW][BM + 4]
 // floats), so that global stores run along output pixels -- contiguous in NCHW -- four at
 // a time (one 8- or 16-byte store where the view allows it).
-//
 // Entry points (registry: kernels::IGEMM_MMA_CONFIGS / IGEMM_SIMT_CONFIGS):
 //   igemm_mma_<BM>x<BN>_<WM>x<WN>_<f16|bf16>     matrix cores of the compiling target
 //   igemm_emu11_<cfg>_<f16|bf16>, igemm_emu12_<cfg>_<f16|bf16>   the gfx11 / gfx12 fragment
 //        code with the WMMA instruction emulated by shuffles (warp 32; the GPU tier's check
 //        of the RDNA layouts)
 //   igemm_simt_<BM>x<BN>_<TM>x<TN>_f32            FMA, f32 accumulate, TM x TN per thread
-//   (rv_conv2d g, rv_i32 cgp, rv_i32 splits, rv_epilogue ep, rv_i64 os_n, rv_i64 os_c,
-//    rv_i64 os_y, rv_i64 os_x, const T* in, const T* w, const T* bias, const T* res,
-//    float* partial, T* out)
+//   Arguments: kernels/src/registry/igemm_mma.rs (and the RV_EXPORT_IGEMM_* macros below).
 //   Launch: blockDim.x = WM*WN*32 (MMA; 256 or 128) or 256 (SIMT), whatever the hardware
 //   wave size (on wave64 the warps pair up); grid = (ceil(n*p*q / BM), ceil((k/groups) / BN),
 //   groups * splits). Needs n*p*q < 2^31.
@@ -69,16 +65,14 @@
 //                  steps and k-tiles (rv_ig_mma::load; 3-6% on the H100 against 0, the
 //                  plain schedule of rv_ig_mma::compute, which AMD and the emulations use,
 //                  docs/measurements/2026-12-07-igemm-pipelined-fragments.md)
-//   (Measured without gain on the H100 and removed: the block raster by N tiles and the
-//   channel-major k order, RV_IG_RASTER / RV_IG_TAPS_INNER, 2026-12-06-h100-igemm-lab.md;
-//   an incremental k-tile step with per-tap padding masks, RV_IG_STEP, 2026-12-07.)
+//   (Removed after measuring no gain on the H100: RV_IG_RASTER, RV_IG_TAPS_INNER (2026-12-06),
+//   RV_IG_STEP, an incremental k-tile step with per-tap masks (2026-12-07).)
 //   RV_IG_A_CACHE  NVIDIA A loads: 0 = cp.async.cg (L2 only), 1 = cp.async.ca (L1 too)
 //   RV_IG_NV_SMEM_KIB  NVIDIA stage count from a shared-memory budget instead of the
 //                  configuration's STAGES (experiments; the host must pass the bytes)
 #ifndef RV_IG_A_CACHE
 #define RV_IG_A_CACHE 0
 #endif
-
 #include "prelude.h"
 #include "mma.h"
 #ifndef RV_IG_FRAGS
