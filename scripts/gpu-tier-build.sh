@@ -55,3 +55,11 @@ du -sh .device-carry
 # The NHWC implicit-GEMM kernels (issue 5): the MMA layer, every configuration, the gfx11 /
 # gfx12 WMMA emulations, split-K and the fused epilogue against f64 references.
 stage test test --no-run -p rocm-backend --test gpu_igemm
+# The Real-CUGAN model the tier's gpu_memory and gpu_tiling tests load (REALCUGAN_MODELS =
+# .device-carry/apps/models on the GPU machine): staged here too, so that the tier does not
+# depend on scripts/gpu-apps-build.sh having run (2026-12-07 both tests skipped without it).
+[[ -f models/models-se/up2x-no-denoise.param ]] || scripts/fetch-models.sh
+mkdir -p .device-carry/apps/models/models-se
+cp models/models-se/up2x-no-denoise.param models/models-se/up2x-no-denoise.bin .device-carry/apps/models/models-se/
+echo "staged models-se/up2x-no-denoise for the Real-CUGAN GPU tests"
+du -sh .device-carry
