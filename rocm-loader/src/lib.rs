@@ -174,6 +174,27 @@ pub fn ordered_file_names(spec: &LibrarySpec, hip_major: Option<u32>) -> Vec<&'s
     names
 }
 
+/// Keeps an accepted library mapped until the process exits. ROCm's libraries are not safe
+/// to unload: the HIP runtime under rocBLAS and MIOpen starts threads of its own, and the
+/// last handle's dlclose unmapped it under them. The real-rocBLAS tests, whose five tests
+/// each open and drop the library in parallel, crashed with SIGSEGV in 3 of 65 runs on a
+/// loaded 2-core machine (ROCm 6.4 chroot, 2026-12-07; once in CI), and in 0 of 80 with the
+/// library pinned. Adding RTLD_NODELETE to the library already open makes every later dlclose
+/// leave it, and what it loaded, in place; a refused candidate (see [`open`]) is closed
+/// before this and still unloaded.
+#[cfg(unix)]
+fn pin(path: &Path) {
+    // SAFETY: with RTLD_NOLOAD nothing new is loaded and no initialiser runs: the call
+    // returns the library that is already open, now flagged NODELETE. Its handle is dropped
+    // at once (the flag stays); if the call fails, the library is as it was.
+    let pinned = unsafe {
+        libloading::os::unix::Library::open(Some(path), libc::RTLD_LAZY | libc::RTLD_NOLOAD | libc::RTLD_NODELETE)
+    };
+    drop(pinned);
+}
+#[cfg(not(unix))]
+fn pin(_path: &Path) {}
+
 /// Opens the first candidate of `search` that loads, then checks that every symbol of the
 /// spec resolves in it. Returns the library and the path (or bare name) it was opened by.
 ///
@@ -220,6 +241,7 @@ pub fn open(spec: &LibrarySpec, search: &SearchPaths) -> Result<(libloading::Lib
                     }
                 }
                 check_symbols(spec, &library, &candidate)?;
+                pin(&candidate);
                 return Ok((library, candidate));
             }
             Err(err) => {
