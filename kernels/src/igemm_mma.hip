@@ -147,7 +147,7 @@ RV_DEVICE void rv_ig_write(const rv_ig_args& a, rv_fastdiv div_pq, rv_fastdiv di
 
 // Whether the MMA layer has the shared-address fragment loads of RV_IG_FRAGS 2 (NVIDIA).
 template <class P, class = void> struct rv_ig_has_ldsm { static constexpr bool value = false; };
-template <class P> struct rv_ig_has_ldsm<P, decltype(void(P::frag_a(0, 0)))> { static constexpr bool value = true; };
+template <class P> struct rv_ig_has_ldsm<P, decltype(void(P::frag_a(0, 0, 0)))> { static constexpr bool value = true; };
 
 // Matrix cores: warps (of P::WARP lanes) in a PWM x PWN grid, each a WTM x WTN tile of
 // 16x16 atoms. The configuration counts 32-lane warps (WM x WN); on wave64 two of them
@@ -218,8 +218,8 @@ struct rv_ig_mma {
     __device__ __forceinline__ void init_frags() {
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
-            fa_at[ks] = (unsigned)(wm * WTM * 4 + P::frag_a(ks, lane)) * 16u;
-            fb_at[ks] = (unsigned)(BM * 4 + wn * WTN * 4 + P::frag_b(ks, lane)) * 16u;
+            fa_at[ks] = (unsigned)(wm * WTM * 4 + P::frag_a(0, ks, lane)) * 16u;
+            fb_at[ks] = (unsigned)(BM * 4 + wn * WTN * 4 + P::frag_b(0, ks, lane)) * 16u;
         }
     }
     __device__ __forceinline__ void load(int buf, unsigned stage_at, int ks) {

@@ -356,11 +356,13 @@ template <typename T> struct rv_mma_cdna {
 RV_DEVICE unsigned rv_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 // ldmatrix.x4: lanes 8j..8j+7 give the row addresses of 8x8 matrix j; register j of lane
 // l receives row l/4, elements 2*(l%4) and 2*(l%4)+1 of matrix j.
-RV_DEVICE void rv_ldmatrix_x4(rv_u32 (&r)[4], const void* row_addr) {
+// _at takes the lane's row as a shared-window address, the other its generic pointer.
+RV_DEVICE void rv_ldmatrix_x4_at(rv_u32 (&r)[4], unsigned row_saddr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(rv_smem_addr(row_addr)));
+                 : "r"(row_saddr));
 }
+RV_DEVICE void rv_ldmatrix_x4(rv_u32 (&r)[4], const void* row_addr) { rv_ldmatrix_x4_at(r, rv_smem_addr(row_addr)); }
 template <typename T> struct rv_mma_sync_op;
 template <> struct rv_mma_sync_op<rv_half> {
     static __device__ __forceinline__ void run(float* d, rv_u32 a0, rv_u32 a1, rv_u32 a2, rv_u32 a3, rv_u32 b0, rv_u32 b1) {
@@ -382,33 +384,28 @@ template <typename T> struct rv_mma_nv {
     // a6a7 = A[g+8][2t+8..] (g = lane/4, t = lane%4): exactly ldmatrix.x4 of the matrices
     // (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
     static __device__ __forceinline__ void load_a(rv_u32 (&a)[4], const rv_v16* tile, int row0, int ks, int lane) {
-        const int j = lane >> 3;
-        rv_ldmatrix_x4(a, tile + rv_mma_chunk(row0 + (lane & 7) + 8 * (j & 1), 2 * ks + (j >> 1)));
+        rv_ldmatrix_x4(a, tile + frag_a(row0, ks, lane));
     }
     // B (16x8 "col", two per atom): b0b1 = B[k=2t..][n=g], b2b3 = B[k=2t+8..][n=g]; with the
     // tile stored as rows of N, ldmatrix.x4 of (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
     // (n 8-15, k 8-15) gives {b0b1, b2b3} of the first n8 block, then of the second.
     static __device__ __forceinline__ void load_b(rv_u32 (&b)[4], const rv_v16* tile, int row0, int ks, int lane) {
+        rv_ldmatrix_x4(b, tile + frag_b(row0, ks, lane));
+    }
+    // The lane's ldmatrix row (16-byte units) of the A (B) fragment of tile rows
+    // row0..row0+15 at k16 step ks. For row0 % 16 == 0, which the swizzle leaves alone, it
+    // is row0 * 4 plus its row0 = 0 value: with load_at, a pipeline keeps one shared address
+    // per operand and step and reaches every fragment by an immediate offset (igemm_mma.hip,
+    // RV_IG_FRAGS 2).
+    static __device__ __forceinline__ int frag_a(int row0, int ks, int lane) {
         const int j = lane >> 3;
-        rv_ldmatrix_x4(b, tile + rv_mma_chunk(row0 + (lane & 7) + 8 * (j >> 1), 2 * ks + (j & 1)));
+        return rv_mma_chunk(row0 + (lane & 7) + 8 * (j & 1), 2 * ks + (j >> 1));
     }
-    // The lane's ldmatrix row of the A (B) fragment of tile rows 0-15 at k16 step ks, in
-    // 16-byte units; rows row0.. (row0 % 16 == 0, which the swizzle leaves alone) are this
-    // plus row0 * 4. With load_at, a pipeline keeps one shared address per operand and step
-    // and reaches every fragment by an immediate offset (igemm_mma.hip, RV_IG_FRAGS 2).
-    static __device__ __forceinline__ int frag_a(int ks, int lane) {
+    static __device__ __forceinline__ int frag_b(int row0, int ks, int lane) {
         const int j = lane >> 3;
-        return rv_mma_chunk((lane & 7) + 8 * (j & 1), 2 * ks + (j >> 1));
+        return rv_mma_chunk(row0 + (lane & 7) + 8 * (j >> 1), 2 * ks + (j & 1));
     }
-    static __device__ __forceinline__ int frag_b(int ks, int lane) {
-        const int j = lane >> 3;
-        return rv_mma_chunk((lane & 7) + 8 * (j >> 1), 2 * ks + (j & 1));
-    }
-    static __device__ __forceinline__ void load_at(rv_u32 (&r)[4], unsigned saddr) {
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(saddr));
-    }
+    static __device__ __forceinline__ void load_at(rv_u32 (&r)[4], unsigned saddr) { rv_ldmatrix_x4_at(r, saddr); }
     // D of one m16n8k16: d0d1 = D[g][2t..2t+1], d2d3 = D[g+8][2t..2t+1]; c[0..3] is the
     // first n8 block, c[4..7] the second.
     static __device__ __forceinline__ void mma(float (&c)[8], const rv_u32 (&a)[4], const rv_u32 (&b)[4]) {
