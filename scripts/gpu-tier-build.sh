@@ -51,7 +51,6 @@ stage extra test --no-run -p examples-sr --test fixtures
 stage bench bench --no-run -p rocm-backend --bench gpu_conv
 # Elementwise kernels against the device copy (issue 12).
 stage bench bench --no-run -p rocm-backend --bench gpu_elementwise
-du -sh .device-carry
 # The NHWC implicit-GEMM kernels (issue 5): the MMA layer, every configuration, the gfx11 /
 # gfx12 WMMA emulations, split-K and the fused epilogue against f64 references.
 stage test test --no-run -p rocm-backend --test gpu_igemm
