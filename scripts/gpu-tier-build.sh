@@ -29,7 +29,7 @@ for line in sys.stdin:
         while read -r name exe; do cp "$exe" ".device-carry/bin/$prefix-$name"; strip --strip-debug ".device-carry/bin/$prefix-$name"; xz -6 -T2 -f ".device-carry/bin/$prefix-$name"; echo "staged $prefix-$name (xz)"; done
 }
 stage test test --no-run -p rocm-backend --test gpu_alloc --test gpu_conv --test gpu_parity
-stage test test --no-run -p rocm-vision --test gpu_tensor --test gpu_rounding
+stage test test --no-run -p rocm-vision --test gpu_tensor --test gpu_rounding --test gpu_group_stats
 # Issue 13: the N-th device allocation failing at every index, and one device from several
 # threads (both skip on a machine without a GPU, and fail under ROCM_VISION_REQUIRE_GPU=1).
 stage test test --no-run -p rocm-vision --test gpu_faults --test concurrency --test errors --test device_identity

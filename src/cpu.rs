@@ -151,6 +151,7 @@ pub(crate) fn group_norm(
     bias: Option<&[f32]>,
     eps: f64,
     silu: bool,
+    stats: Option<&crate::GroupStats>,
 ) -> Result<Tensor> {
     let dims = t.dims().to_vec();
     let x = t.contiguous()?;
@@ -159,7 +160,7 @@ pub(crate) fn group_norm(
         return Err(Error::op("group_norm", "expected a CPU tensor"));
     };
     let range = layout.start_offset()..layout.start_offset() + layout.shape().elem_count();
-    let norm = GroupNormSpec { channels: dims[1], groups, eps, silu, weight, bias };
+    let norm = GroupNormSpec { channels: dims[1], groups, eps, silu, weight, bias, stats };
     match cpu {
         candle_core::CpuStorage::F32(v) => norm.run(&v[range], &dims),
         candle_core::CpuStorage::F16(v) => norm.run(&v[range], &dims),
@@ -179,6 +180,8 @@ struct GroupNormSpec<'a> {
     silu: bool,
     weight: Option<&'a [f32]>,
     bias: Option<&'a [f32]>,
+    /// Given statistics (of a whole map this tensor is a band of) instead of its own.
+    stats: Option<&'a crate::GroupStats>,
 }
 
 impl GroupNormSpec<'_> {
@@ -189,9 +192,14 @@ impl GroupNormSpec<'_> {
         let mut out = vec![<T as Element>::from_f32(0.0); x.len()];
         out.par_chunks_mut(per_group).zip(x.par_chunks(per_group)).enumerate().for_each(|(i, (o, xs))| {
             let group = i % self.groups;
-            let n = xs.len() as f64;
-            let mean = xs.iter().map(|&v| Element::to_f64(v)).sum::<f64>() / n;
-            let var = xs.iter().map(|&v| (Element::to_f64(v) - mean).powi(2)).sum::<f64>() / n;
+            let (mean, var) = match self.stats {
+                Some(s) => (s.mean()[group], s.var()[group]),
+                None => {
+                    let n = xs.len() as f64;
+                    let mean = xs.iter().map(|&v| Element::to_f64(v)).sum::<f64>() / n;
+                    (mean, xs.iter().map(|&v| (Element::to_f64(v) - mean).powi(2)).sum::<f64>() / n)
+                }
+            };
             let rstd = 1.0 / (var + self.eps).sqrt();
             for (ci, (oc, xc)) in o.chunks_mut(per_channel).zip(xs.chunks(per_channel)).enumerate() {
                 let ch = group * (self.channels / self.groups) + ci;

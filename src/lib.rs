@@ -38,6 +38,7 @@ mod cpu;
 pub mod device;
 pub mod error;
 pub mod exact_sum;
+pub mod group_stats;
 mod inplace;
 pub mod nn;
 pub mod prelude;
@@ -62,6 +63,7 @@ pub use conv_engine::{
 pub use device::{Device, DeviceKind, HostBuffer};
 pub use error::{BudgetShortfall, Error, Result};
 pub use exact_sum::{ChannelSums, ExactSum};
+pub use group_stats::{GroupStats, GroupStatsAccumulator};
 /// The pooling global allocator for programs on the CPU path (`realcugan` installs it).
 pub use host_alloc;
 pub use kernels::ops::{CmpOp, PadMode, ReduceOp};

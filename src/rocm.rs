@@ -285,6 +285,36 @@ impl RocmTensor {
         Ok(RocmTensor::contiguous_new(a, dims))
     }
 
+    /// Group normalisation of a `[1, C, ...]` tensor with the statistics given per group.
+    pub fn group_norm_with_stats(
+        &self,
+        stats: &crate::GroupStats,
+        weight: Option<&RocmTensor>,
+        bias: Option<&RocmTensor>,
+        eps: f64,
+        silu: bool,
+    ) -> Result<RocmTensor> {
+        let dims = self.dims();
+        let hw: usize = dims[2..].iter().product();
+        let x = self.contiguous()?;
+        let w = weight.map(|t| t.contiguous()).transpose()?;
+        let b = bias.map(|t| t.contiguous()).transpose()?;
+        let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        let a = rocm_backend::norm::group_norm_with_stats(
+            &x.array,
+            dims[1],
+            hw,
+            &f32s(stats.mean()),
+            &f32s(stats.var()),
+            w.as_ref().map(|t| &t.array),
+            b.as_ref().map(|t| &t.array),
+            eps,
+            silu,
+        )
+        .map_err(|e| op_err("group_norm", e))?;
+        Ok(RocmTensor::contiguous_new(a, dims))
+    }
+
     pub fn layer_norm(&self, weight: Option<&RocmTensor>, bias: Option<&RocmTensor>, eps: f64) -> Result<RocmTensor> {
         let cols = *self.dims().last().ok_or_else(|| Error::op("layer_norm", "a 0-D tensor"))?;
         let x = self.contiguous()?;

@@ -29,21 +29,12 @@ pub fn group_norm(
             format!("[{n}, {c}, {hw}] with {groups} groups does not fit a {}-element array", x.len),
         ));
     }
-    for t in [gamma, beta].into_iter().flatten() {
-        if t.len != c || t.dtype != x.dtype {
-            return Err(RocmError::op(
-                "group_norm",
-                format!("affine parameter has {} {:?} elements, expected {c} {:?}", t.len, t.dtype, x.dtype),
-            ));
-        }
-    }
+    check_affine(x, c, gamma, beta)?;
     let out = DeviceArray::alloc(x.device(), x.dtype, x.len)?;
     if x.len == 0 {
         return Ok(out);
     }
-    // Enough slices per group to fill the GPU, each slice at least a few thousand values.
-    let per_group = (c / groups) * hw;
-    let chunks = per_group.div_ceil(8192).clamp(1, 256);
+    let chunks = slices_per_group(c, groups, hw);
     let partial = DeviceArray::alloc(x.device(), DType::F32, n * groups * chunks * 3)?;
     let grid = (chunks as u32, groups as u32, n as u32);
     launch(
@@ -60,6 +51,87 @@ pub fn group_norm(
             Arg::Ptr(partial.ptr_at(0)),
         ],
     )?;
+    apply(x, &out, (n, c, hw, groups, chunks), &partial, gamma, beta, eps, silu)?;
+    Ok(out)
+}
+
+/// Slices per group for both launches: enough to fill the GPU, each slice at least a few
+/// thousand values.
+fn slices_per_group(c: usize, groups: usize, hw: usize) -> usize {
+    ((c / groups) * hw).div_ceil(8192).clamp(1, 256)
+}
+
+/// Group normalisation of a contiguous `[1, c, hw]` array with statistics given per group
+/// (`mean`, biased `var`; a banded decode's, taken over the whole map): the second launch
+/// of [`group_norm`] alone. Each group's first slice holds the statistics as a one-value
+/// Welford state `(1, mean, var)` and the others are empty, which the kernel's merge
+/// leaves unchanged (adding an empty state is exact), so every slice reads `mean` and
+/// `var` as given.
+#[allow(clippy::too_many_arguments)]
+pub fn group_norm_with_stats(
+    x: &DeviceArray,
+    c: usize,
+    hw: usize,
+    mean: &[f32],
+    var: &[f32],
+    gamma: Option<&DeviceArray>,
+    beta: Option<&DeviceArray>,
+    eps: f64,
+    silu: bool,
+) -> Result<DeviceArray> {
+    float_only("group_norm", x.dtype)?;
+    let groups = mean.len();
+    if c * hw != x.len || groups == 0 || c % groups != 0 || var.len() != groups {
+        return Err(RocmError::op(
+            "group_norm",
+            format!(
+                "[1, {c}, {hw}] with {groups} group means and {} variances does not fit a {}-element array",
+                var.len(),
+                x.len
+            ),
+        ));
+    }
+    check_affine(x, c, gamma, beta)?;
+    let out = DeviceArray::alloc(x.device(), x.dtype, x.len)?;
+    if x.len == 0 {
+        return Ok(out);
+    }
+    let chunks = slices_per_group(c, groups, hw);
+    let mut states = vec![0f32; groups * chunks * 3];
+    for g in 0..groups {
+        states[g * chunks * 3..][..3].copy_from_slice(&[1.0, mean[g], var[g]]);
+    }
+    let partial = DeviceArray::from_slice(x.device(), &states)?;
+    apply(x, &out, (1, c, hw, groups, chunks), &partial, gamma, beta, eps, silu)?;
+    Ok(out)
+}
+
+fn check_affine(x: &DeviceArray, c: usize, gamma: Option<&DeviceArray>, beta: Option<&DeviceArray>) -> Result<()> {
+    for t in [gamma, beta].into_iter().flatten() {
+        if t.len != c || t.dtype != x.dtype {
+            return Err(RocmError::op(
+                "group_norm",
+                format!("affine parameter has {} {:?} elements, expected {c} {:?}", t.len, t.dtype, x.dtype),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `group_norm_apply`: normalises `x` into `out` with the slice statistics in `partial`.
+#[allow(clippy::too_many_arguments)]
+fn apply(
+    x: &DeviceArray,
+    out: &DeviceArray,
+    (n, c, hw, groups, chunks): (usize, usize, usize, usize, usize),
+    partial: &DeviceArray,
+    gamma: Option<&DeviceArray>,
+    beta: Option<&DeviceArray>,
+    eps: f64,
+    silu: bool,
+) -> Result<()> {
+    let d = float_only("group_norm", x.dtype)?;
+    let grid = (chunks as u32, groups as u32, n as u32);
     launch(
         x.device(),
         &Kernel::new(&family::GROUP_NORM_APPLY, "", d)?,
@@ -78,8 +150,7 @@ pub fn group_norm(
             Arg::Ptr(out.ptr_at(0)),
             Arg::I32(silu as i32),
         ],
-    )?;
-    Ok(out)
+    )
 }
 
 /// Layer normalisation over the last dimension of a contiguous `[rows, cols]` array.

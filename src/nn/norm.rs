@@ -1,3 +1,4 @@
+use crate::GroupStats;
 use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::weights::Weights;
@@ -44,5 +45,11 @@ impl GroupNorm {
     /// `silu(group_norm(x))`.
     pub fn forward_silu(&self, x: &Tensor) -> Result<Tensor> {
         x.group_norm_silu(self.groups, Some(&self.weight), Some(&self.bias), self.eps)
+    }
+
+    /// `silu(group_norm(x))` with `stats` (a whole map's, `x` one of its bands) instead of
+    /// `x`'s own statistics.
+    pub fn forward_silu_with_stats(&self, x: &Tensor, stats: &GroupStats) -> Result<Tensor> {
+        x.group_norm_with_stats(stats, Some(&self.weight), Some(&self.bias), self.eps, true)
     }
 }

@@ -2,6 +2,7 @@
 //! over the last dimension.
 
 use super::{Storage, Tensor};
+use crate::GroupStats;
 use crate::cpu;
 use crate::error::{Error, Result};
 
@@ -30,6 +31,29 @@ impl Tensor {
         self.group_norm_impl(groups, weight, bias, eps, true)
     }
 
+    /// Group normalisation of a `[1, C, ...]` tensor with `stats` instead of its own
+    /// statistics: a band of a map normalised by the whole map's [`GroupStats`], as
+    /// [`GroupStats::of`] and [`GroupStatsAccumulator`](crate::GroupStatsAccumulator) give
+    /// them. Elementwise given the statistics, so the bands of a map give the rows of the
+    /// whole map's result bit for bit.
+    pub fn group_norm_with_stats(
+        &self,
+        stats: &GroupStats,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+        silu: bool,
+    ) -> Result<Tensor> {
+        let dims = self.dims();
+        if dims.len() < 2 || dims[0] != 1 || dims[1] != stats.channels() {
+            return Err(Error::op(
+                "group_norm",
+                format!("input must be [1, {}, ...] for these statistics, got {dims:?}", stats.channels()),
+            ));
+        }
+        self.group_norm_checked(stats.groups(), weight, bias, eps, silu, Some(stats))
+    }
+
     fn group_norm_impl(
         &self,
         groups: usize,
@@ -37,6 +61,18 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f64,
         silu: bool,
+    ) -> Result<Tensor> {
+        self.group_norm_checked(groups, weight, bias, eps, silu, None)
+    }
+
+    fn group_norm_checked(
+        &self,
+        groups: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+        silu: bool,
+        stats: Option<&GroupStats>,
     ) -> Result<Tensor> {
         let dims = self.dims().to_vec();
         if dims.len() < 2 {
@@ -50,14 +86,17 @@ impl Tensor {
         match &self.s {
             Storage::Rocm(r) => {
                 let (w, b) = (self.rocm_of(weight, "group_norm")?, self.rocm_of(bias, "group_norm")?);
-                self.wrap_rocm(r.group_norm(groups, w, b, eps, silu)?)
+                self.wrap_rocm(match stats {
+                    Some(s) => r.group_norm_with_stats(s, w, b, eps, silu)?,
+                    None => r.group_norm(groups, w, b, eps, silu)?,
+                })
             }
             Storage::Cpu(t) => {
                 // The affine parameters as f32, read from whichever device holds them.
                 let affine =
                     |t: Option<&Tensor>| -> Result<Option<Vec<f32>>> { t.map(|t| t.to_vec::<f32>()).transpose() };
                 let (w, b) = (affine(weight)?, affine(bias)?);
-                self.wrap_cpu(cpu::group_norm(t, groups, w.as_deref(), b.as_deref(), eps, silu)?)
+                self.wrap_cpu(cpu::group_norm(t, groups, w.as_deref(), b.as_deref(), eps, silu, stats)?)
             }
         }
     }
