@@ -370,9 +370,9 @@ impl Tensor {
         Ok(self.to_candle()?.flatten_all()?.to_dtype(T::DTYPE)?.to_vec1::<T>()?)
     }
 
-    /// The same data on `device`: the tensor itself when `device` equals its own handle,
-    /// the same data under `device`'s handle (no copy) when both are CPU handles of
-    /// different engines, else a copy.
+    /// The same data on `device`: the same storage under `device`'s handle (no copy) when
+    /// `device` equals its own handle (as handles that differ only in their convolution
+    /// rounding do) or both are CPU handles of different engines, else a copy.
     ///
     /// ```
     /// use rocm_vision::prelude::*;
@@ -383,7 +383,9 @@ impl Tensor {
     /// ```
     pub fn to_device(&self, device: &Device) -> Result<Tensor> {
         if self.device == *device {
-            return Ok(self.clone());
+            // The same storage under `device`'s handle: its convolution rounding (devices
+            // that differ only in it compare equal) governs what is computed from it.
+            return Ok(Tensor { s: self.s.clone(), device: device.clone() });
         }
         if let (Storage::Cpu(t), true) = (&self.s, device.is_cpu()) {
             return Ok(Tensor { s: Storage::Cpu(t.clone()), device: device.clone() });

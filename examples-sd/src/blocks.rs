@@ -8,18 +8,31 @@ use crate::layout::{KeyLayout, KeyStyle};
 use crate::ops;
 use crate::precision::{self, SharedStats, all_finite};
 use rocm_vision::nn::{Conv2d, GroupNorm, Linear, SpatialAttention};
-use rocm_vision::{Conv2dParams, DType, Tensor, Weights};
+use rocm_vision::{Conv2dParams, DType, GroupStats, Tensor, Weights};
 
 /// diffusers' `ResnetBlock2D` (no time embedding, SiLU, output scale 1).
 #[derive(Clone, Debug)]
 pub(crate) struct Resnet {
-    norm1: GroupNorm,
-    conv1: Conv2d,
-    norm2: GroupNorm,
-    conv2: Conv2d,
-    shortcut: Option<Conv2d>,
+    pub norm1: GroupNorm,
+    pub conv1: Conv2d,
+    pub norm2: GroupNorm,
+    pub conv2: Conv2d,
+    pub shortcut: Option<Conv2d>,
     /// Run the shortcut before conv1 (it narrows the channels, so the input dies sooner).
     shortcut_first: bool,
+    /// Normalise with exact statistics ([`norm_silu`]).
+    pub exact_norms: bool,
+}
+
+/// `silu(norm(x))`, with the statistics from exact sums when `exact` (and `x` is one
+/// image): the same bits as a banded decode's bands normalised with the whole map's
+/// statistics ([`crate::banded`]). Else the library's own group norm (its own statistics,
+/// in f32 on a GPU).
+pub(crate) fn norm_silu(norm: &GroupNorm, x: &Tensor, exact: bool) -> Result<Tensor> {
+    if exact && x.dims().first() == Some(&1) {
+        return Ok(norm.forward_silu_with_stats(x, &GroupStats::of(x, norm.groups)?)?);
+    }
+    Ok(norm.forward_silu(x)?)
 }
 
 impl Resnet {
@@ -38,11 +51,12 @@ impl Resnet {
             conv2: Conv2d::load(&p("conv2"), cout, cout, 3, conv3)?,
             shortcut,
             shortcut_first: cout <= cin,
+            exact_norms: false,
         })
     }
 
     pub fn forward(&self, x: Tensor) -> Result<Tensor> {
-        let mut h = self.norm1.forward_silu(&x)?;
+        let mut h = norm_silu(&self.norm1, &x, self.exact_norms)?;
         let mut input = Some(x);
         let mut skip = None;
         if let (Some(sc), true) = (&self.shortcut, self.shortcut_first) {
@@ -50,7 +64,7 @@ impl Resnet {
             skip = Some(sc.forward(&x)?);
         }
         h = self.conv1.forward(&h)?;
-        h = self.norm2.forward_silu(&h)?;
+        h = norm_silu(&self.norm2, &h, self.exact_norms)?;
         // Without a widening shortcut the residual exists before conv2, which adds it as it
         // writes its output (no second pass over memory).
         let skip = match (skip, input.take(), &self.shortcut) {
@@ -78,6 +92,7 @@ impl Resnet {
             conv2: precision::conv_in(&self.conv2, dtype)?,
             shortcut: self.shortcut.as_ref().map(|c| precision::conv_in(c, dtype)).transpose()?,
             shortcut_first: self.shortcut_first,
+            exact_norms: self.exact_norms,
         })
     }
 }
@@ -124,8 +139,8 @@ pub(crate) enum Block<'a> {
     Attention(&'a SpatialAttention),
     /// Nearest-2x upsample + 3x3 conv, in bands of at most this many bytes of upsampled rows.
     Upsample(&'a Conv2d, usize),
-    /// GroupNorm + SiLU + conv (a network's output layers).
-    NormConv(&'a GroupNorm, &'a Conv2d),
+    /// GroupNorm + SiLU + conv (a network's output layers); exact statistics when set.
+    NormConv(&'a GroupNorm, &'a Conv2d, bool),
 }
 
 impl Block<'_> {
@@ -143,8 +158,8 @@ impl Block<'_> {
             Block::Attention(a) => precision::attention_in(a, dtype)?.forward(&x)?,
             Block::Upsample(c, band) if same => ops::upsample2x_conv3x3(&x, c, band)?,
             Block::Upsample(c, band) => ops::upsample2x_conv3x3(&x, &conv(c)?, band)?,
-            Block::NormConv(n, c) if same => c.forward(&n.forward_silu(&x)?)?,
-            Block::NormConv(n, c) => conv(c)?.forward(&precision::norm_in(n, dtype)?.forward_silu(&x)?)?,
+            Block::NormConv(n, c, exact) if same => c.forward(&norm_silu(n, &x, exact)?)?,
+            Block::NormConv(n, c, exact) => conv(c)?.forward(&norm_silu(&precision::norm_in(n, dtype)?, &x, exact)?)?,
         })
     }
 }

@@ -7,13 +7,14 @@
 //! shortcut runs before conv1 so the wide input dies early; the upsampler's conv runs in
 //! row bands; attention scores are computed in query chunks within a byte cap.
 
+use crate::banded::{BandedRun, Banding};
 use crate::blocks::{Block, Guard, Resnet, load_attention};
 use crate::config::{NORM_EPS, VaeConfig};
 use crate::error::{Result, SdError};
 use crate::layout::KeyLayout;
 use crate::precision::{PrecisionStats, SharedStats};
 use rocm_vision::nn::{Conv2d, GroupNorm, SpatialAttention};
-use rocm_vision::{Conv2dParams, DType, Device, Tensor, Weights};
+use rocm_vision::{Conv2dParams, ConvRounding, DType, Device, Tensor, Weights};
 
 /// Byte caps of the decoder's own scratch buffers (the conv engine's workspace cap lives
 /// in the [`Device`]).
@@ -34,9 +35,9 @@ impl Default for ScratchCaps {
 }
 
 #[derive(Clone, Debug)]
-struct UpBlock {
-    resnets: Vec<Resnet>,
-    upsampler: Option<Conv2d>,
+pub(crate) struct UpBlock {
+    pub resnets: Vec<Resnet>,
+    pub upsampler: Option<Conv2d>,
 }
 
 /// A loaded decoder, ready to decode latents of its configuration.
@@ -57,6 +58,11 @@ pub struct Decoder {
     /// f16 only: check each block's output and recompute it in f32 when not finite.
     overflow_guard: bool,
     stats: SharedStats,
+    /// Normalise the up blocks and the output layers with exact statistics (the device
+    /// rounds size-independently: a banded decode gives the same bits).
+    exact_norms: bool,
+    /// Run the up blocks in bands ([`crate::banded`]); `None`: whole maps.
+    banding: Option<Banding>,
 }
 
 impl Decoder {
@@ -105,11 +111,16 @@ impl Decoder {
         let c0 = config.block_out_channels[0];
         let norm_out = GroupNorm::load(&w.pp(layout.norm_out()), groups, c0, NORM_EPS)?;
         let conv_out = Conv2d::load(&w.pp(layout.conv_out()), c0, config.out_channels, 3, conv3)?;
+        let device = conv_in.weight.device().clone();
+        let exact_norms = device.conv_rounding() == ConvRounding::SizeIndependent;
+        for r in up_blocks.iter_mut().flat_map(|b| b.resnets.iter_mut()) {
+            r.exact_norms = exact_norms;
+        }
         let mut d = Decoder {
             config: config.clone(),
             layout,
             dtype,
-            device: conv_in.weight.device().clone(),
+            device,
             caps: ScratchCaps::default(),
             post_quant_conv,
             conv_in,
@@ -120,6 +131,8 @@ impl Decoder {
             conv_out,
             overflow_guard: true,
             stats: SharedStats::default(),
+            exact_norms,
+            banding: None,
         };
         d.set_scratch_caps(ScratchCaps::default());
         Ok(d)
@@ -130,6 +143,30 @@ impl Decoder {
         if let Some(a) = &mut self.attention {
             a.max_score_bytes = caps.attention_scores.max(1);
         }
+    }
+
+    /// Runs the up blocks and the output layers in bands, with the whole maps where
+    /// `banding` places them (from [`Decoder::plan`]'s banded plan); `None`: whole maps,
+    /// the default. The result is the unbanded decode's (bit for bit under
+    /// size-independent rounding; see [`crate::banded`]).
+    pub fn set_banding(&mut self, banding: Option<Banding>) {
+        self.banding = banding;
+    }
+
+    pub fn banding(&self) -> Option<&Banding> {
+        self.banding.as_ref()
+    }
+
+    pub(crate) fn up_blocks(&self) -> &[UpBlock] {
+        &self.up_blocks
+    }
+
+    pub(crate) fn norm_out(&self) -> &GroupNorm {
+        &self.norm_out
+    }
+
+    pub(crate) fn conv_out(&self) -> &Conv2d {
+        &self.conv_out
     }
 
     /// In an f16 decode (on by default), checks each block's output for values past f16's
@@ -234,6 +271,9 @@ impl Decoder {
                 z.dims()
             )));
         }
+        // On the decoder's device: its convolutions round as that device says (a CPU move
+        // only re-labels the tensor).
+        let z = z.to_device(&self.device)?;
         // The f16 overflow guard (crate::blocks::Guard::run): the plain f16 decode and one
         // check of its (3-channel) image; only after an overflow a rerun checking each block.
         self.guard().run(z, self.overflow_guard(), |z, in_f32| self.pass(z, in_f32, observe))
@@ -280,6 +320,18 @@ impl Decoder {
         }
         x = run!("decoder.mid_block.resnets.1", Block::Resnet(&self.mid_resnets[1]));
         observe("decoder.mid_block", &x);
+        if let Some(banding) = &self.banding {
+            if in_f32.is_some() {
+                // The rerun that checks each block (after the image overflowed) runs
+                // blocks in f32 where f16 overflows; bands do not do that yet.
+                return Err(SdError::Output(
+                    "the f16 decode overflowed (inf/NaN) and a banded decode cannot recompute its blocks in f32: \
+                     decode with --dtype bf16 or f32"
+                        .into(),
+                ));
+            }
+            return Ok(Ok(BandedRun::new(self, banding).run(x, observe)?));
+        }
         for (i, block) in self.up_blocks.iter().enumerate() {
             for (j, r) in block.resnets.iter().enumerate() {
                 x = run!(format!("decoder.up_blocks.{i}.resnets.{j}"), Block::Resnet(r));
@@ -289,7 +341,7 @@ impl Decoder {
             }
             observe(&format!("decoder.up_blocks.{i}"), &x);
         }
-        x = run!("decoder.conv_out", Block::NormConv(&self.norm_out, &self.conv_out));
+        x = run!("decoder.conv_out", Block::NormConv(&self.norm_out, &self.conv_out, self.exact_norms));
         observe("decoder.conv_out", &x);
         Ok(Ok(x))
     }

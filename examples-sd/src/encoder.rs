@@ -341,7 +341,7 @@ impl Encoder {
         }
         x = run!("encoder.mid_block.resnets.1", Block::Resnet(&self.mid_resnets[1]));
         observe("encoder.mid_block", &x);
-        x = run!("encoder.conv_out", Block::NormConv(&self.norm_out, &self.conv_out));
+        x = run!("encoder.conv_out", Block::NormConv(&self.norm_out, &self.conv_out, false));
         observe("encoder.conv_out", &x);
         if let Some(q) = &self.quant_conv {
             x = run!("quant_conv", Block::Conv(q));

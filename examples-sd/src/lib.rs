@@ -16,6 +16,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod banded;
 mod blocks;
 #[doc(hidden)]
 pub mod cli;
@@ -33,6 +34,7 @@ pub mod plan;
 pub mod precision;
 pub mod tiled;
 
+pub use banded::{Banding, Home};
 pub use config::{Model, NORM_EPS, VaeConfig};
 pub use decoder::{Decoder, ScratchCaps};
 pub use encode_plan::EncodePlan;

@@ -34,9 +34,11 @@ pub fn upsample2x_conv3x3(x: &Tensor, conv: &Conv2d, max_band_bytes: usize) -> R
         let up = x.upsample_nearest2d(2 * h, 2 * w)?;
         return Ok(conv.forward(&up)?);
     }
-    // Output rows per band: its input needs one halo row above and below; keep it even
-    // so bands start on a source row, and at least 2 rows.
-    let band = (rows_fit.saturating_sub(2) & !1).max(2);
+    // Output rows per band: its input needs one halo row above and below; a multiple of
+    // crate::banded::BAND_ALIGN (even: bands start on a source row; and on the CPU
+    // Winograd's grid, so that size-independent rounding gives the whole map's bits).
+    let align = crate::banded::BAND_ALIGN;
+    let band = (rows_fit.saturating_sub(2) / align * align).max(align);
     let (out_h, out_w) = (2 * h, 2 * w);
     // One allocation in its own dtype (Tensor::full's CPU path; the memory plan counts it once).
     let out = Tensor::zeros(&[n, k[0], out_h, out_w], x.dtype(), x.device())?;

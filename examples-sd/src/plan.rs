@@ -591,7 +591,8 @@ fn upsample_conv(s: &mut Walk, (c, h, w): (usize, usize, usize), band_bytes: usi
         s.free(up);
         return Ok(out);
     }
-    let band = (rows_fit.saturating_sub(2) & !1).max(2);
+    let align = crate::banded::BAND_ALIGN;
+    let band = (rows_fit.saturating_sub(2) / align * align).max(align);
     let out = s.alloc(s.map(c, oh, ow));
     let mut r0 = 0;
     while r0 < oh {

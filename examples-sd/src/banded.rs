@@ -1,0 +1,302 @@
+//! The banded exact decode: the up blocks and the output layers run in horizontal bands of
+//! output rows, so that the device never holds more than a band of any layer's working
+//! tensors, and the whole feature maps between layers live on the device or in host
+//! memory as the plan says ([`Banding::homes`]).
+//!
+//! It is the same function as the unbanded decode, not an approximation of it:
+//! - a band's convolution reads its input rows with the halo its kernel needs (one row
+//!   above and below for a 3x3), and pads with zeros only at the image's own edges;
+//! - every GroupNorm normalises a band with the statistics of the whole map, gathered
+//!   exactly while the map's bands were written ([`GroupStatsAccumulator`]): the sums do
+//!   not depend on the band height;
+//! - the latent-sized part (conv_in and the mid block with its attention, chunked over
+//!   queries) runs whole on the device, as in the unbanded decode.
+//!
+//! With size-independent rounding (`ConvRounding::SizeIndependent`, which also makes the
+//! unbanded decode normalise with exact statistics) a banded decode equals the unbanded one
+//! bit for bit, whatever the bands (tests/banded.rs).
+
+use crate::blocks::Resnet;
+use crate::decoder::Decoder;
+use crate::error::{Result, SdError};
+use crate::ops;
+use rocm_vision::nn::{Conv2d, GroupNorm};
+use rocm_vision::{Conv2dParams, ConvEpilogue, DType, Device, GroupStats, GroupStatsAccumulator, Padding2d, Tensor};
+
+/// Where a banded decode keeps a whole feature map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Home {
+    Device,
+    /// Host memory; each band is copied to the device to be read, and back when written.
+    /// On the CPU the same as `Device`.
+    Host,
+}
+
+/// How a banded decode runs: the plan's choices ([`crate::BandedPlan`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Banding {
+    /// The most bytes one band's working tensors may take (its input rows with their halo,
+    /// their normalised copy, its output rows and their statistics): sets each layer's
+    /// band height ([`band_rows`]).
+    pub band_bytes: usize,
+    /// Where each whole map lives, in the order the decode makes them ([`banded_maps`]).
+    pub homes: Vec<Home>,
+}
+
+/// Bands start and end on multiples of this many rows (but the map's last): the CPU's
+/// Winograd convolutions round by a pixel's place on a grid of this period in output
+/// coordinates ([`rocm_vision::conv_cpu::WINOGRAD_GRID`]), so a band cut elsewhere would
+/// round its edge rows differently from the whole map.
+pub const BAND_ALIGN: usize = rocm_vision::conv_cpu::WINOGRAD_GRID;
+
+/// Output rows per band of a layer from `cin` to `cout` channels, `w` pixels wide, in
+/// `dtype`, within `band_bytes`: a multiple of [`BAND_ALIGN`], at least one.
+pub fn band_rows(band_bytes: usize, cin: usize, cout: usize, w: usize, dtype: DType) -> usize {
+    let e = dtype.size_in_bytes();
+    // Input rows and their normalised copy, the output rows and a residual's, and the
+    // output's f32 copy and squares for the statistics.
+    let per_row = w * (2 * cin * e + 2 * cout * e + 2 * cout * 4);
+    let rows = (band_bytes / per_row.max(1)).saturating_sub(2);
+    (rows / BAND_ALIGN * BAND_ALIGN).max(BAND_ALIGN)
+}
+
+/// The bands `[r0, r1)` of `h` output rows, `rows` at a time.
+pub fn bands(h: usize, rows: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..h).step_by(rows.max(1)).map(move |r0| (r0, (r0 + rows.max(1)).min(h)))
+}
+
+/// One whole map a banded decode makes, in order: its name (the block that writes it),
+/// channels and size. The first is the mid block's output (made whole; its home says
+/// whether it moves to the host).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapSpec {
+    pub name: String,
+    pub channels: usize,
+    pub h: usize,
+    pub w: usize,
+}
+
+/// A whole map and, once it is complete, its group statistics.
+struct Map {
+    t: Tensor,
+    stats: Option<GroupStats>,
+}
+
+/// The banded part of one decode.
+pub(crate) struct BandedRun<'a> {
+    dec: &'a Decoder,
+    banding: &'a Banding,
+    host: Device,
+    /// Maps made so far (the index of the next one's home).
+    made: usize,
+    groups: usize,
+}
+
+impl<'a> BandedRun<'a> {
+    pub fn new(dec: &'a Decoder, banding: &'a Banding) -> BandedRun<'a> {
+        BandedRun { dec, banding, host: Device::cpu(), made: 0, groups: dec.config().norm_num_groups }
+    }
+
+    fn device(&self) -> &Device {
+        self.dec.device()
+    }
+
+    fn next_home(&mut self) -> Home {
+        let home = self.banding.homes.get(self.made).copied().unwrap_or(Home::Device);
+        self.made += 1;
+        home
+    }
+
+    fn new_map(&mut self, c: usize, h: usize, w: usize) -> Result<Map> {
+        let device = match self.next_home() {
+            Home::Host => self.host.clone(),
+            Home::Device => self.device().clone(),
+        };
+        Ok(Map { t: Tensor::zeros(&[1, c, h, w], self.dec.dtype(), &device)?, stats: None })
+    }
+
+    /// Rows `[r0, r1)` of `m` on the device, contiguous. (On the CPU the move to the
+    /// decoder's device only re-labels the tensor: its convolutions then round as the
+    /// decoder's device says.)
+    fn rows(&self, m: &Map, r0: usize, r1: usize) -> Result<Tensor> {
+        Ok(m.t.narrow(2, r0, r1 - r0)?.contiguous()?.to_device(self.device())?)
+    }
+
+    /// Writes `band` (on the device) into rows `r0..` of `m`.
+    fn write(&self, m: &Map, r0: usize, band: &Tensor) -> Result<()> {
+        Ok(m.t.slice_set(&band.to_device(m.t.device())?, 2, r0)?)
+    }
+
+    fn stats_of(m: &Map, what: &str) -> Result<GroupStats> {
+        m.stats.clone().ok_or_else(|| SdError::Internal(format!("banded decode: {what} read before it was complete")))
+    }
+
+    fn band_rows(&self, cin: usize, cout: usize, w: usize) -> usize {
+        band_rows(self.banding.band_bytes, cin, cout, w, self.dec.dtype())
+    }
+
+    /// The up blocks and the output layers on `x`, the mid block's output (on the device):
+    /// the image in the decoder's dtype, where the plan keeps it. `observe` sees each up
+    /// block's output map.
+    pub fn run(mut self, x: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
+        let stats = GroupStats::of(&x, self.groups)?;
+        let t = match self.next_home() {
+            Home::Host if !self.device().is_cpu() => x.to_device(&self.host)?,
+            _ => x.to_device(self.device())?,
+        };
+        let mut x = Map { t, stats: Some(stats) };
+        let dec = self.dec;
+        for (i, block) in dec.up_blocks().iter().enumerate() {
+            for r in &block.resnets {
+                x = self.resnet(r, x)?;
+            }
+            if let Some(up) = &block.upsampler {
+                x = self.upsample_conv(up, x)?;
+            }
+            observe(&format!("decoder.up_blocks.{i}"), &x.t);
+        }
+        let image = self.norm_conv(dec.norm_out(), dec.conv_out(), x)?;
+        if self.made != self.banding.homes.len() {
+            return Err(SdError::Internal(format!(
+                "banded decode made {} maps, its plan placed {}",
+                self.made,
+                self.banding.homes.len()
+            )));
+        }
+        observe("decoder.conv_out", &image);
+        Ok(image)
+    }
+
+    /// `conv(silu(norm(x)))` for output rows `[r0, r1)` of a 3x3 padding-1 `conv`, with
+    /// `residual` (those rows) fused into its epilogue.
+    fn norm_conv_band(
+        &self,
+        x: &Map,
+        norm: &GroupNorm,
+        conv: &Conv2d,
+        (r0, r1): (usize, usize),
+        residual: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let h = x.t.dims()[2];
+        let input = self.rows(x, r0.saturating_sub(1), (r1 + 1).min(h))?;
+        let normed = norm.forward_silu_with_stats(&input, &Self::stats_of(x, "a norm's input")?)?;
+        drop(input);
+        let params =
+            Conv2dParams { padding: Padding2d::tblr(usize::from(r0 == 0), usize::from(r1 == h), 1, 1), ..conv.params };
+        let epilogue = ConvEpilogue { activation: conv.activation, residual, scale: 1.0 };
+        Ok(normed.conv2d_fused(&conv.weight, conv.bias.as_ref(), &params, &epilogue)?)
+    }
+
+    /// `Resnet::forward` band by band: conv1's output is a whole map (conv2 reads it with
+    /// a halo); the output is written over the input when the channels stay (a band's
+    /// residual is read before its rows are overwritten, and no later band reads them).
+    fn resnet(&mut self, r: &Resnet, x: Map) -> Result<Map> {
+        let [_, cin, h, w] = dims4(&x.t)?;
+        let cout = r.conv1.weight.dims()[0];
+        let rows = self.band_rows(cin, cout, w);
+        let mut h1 = self.new_map(cout, h, w)?;
+        let mut acc = GroupStatsAccumulator::new(cout, self.groups, self.device())?;
+        for band in bands(h, rows) {
+            let y = self.norm_conv_band(&x, &r.norm1, &r.conv1, band, None)?;
+            acc.add(&y)?;
+            self.write(&h1, band.0, &y)?;
+        }
+        h1.stats = Some(acc.finish()?);
+        let mut out =
+            if r.shortcut.is_some() { self.new_map(cout, h, w)? } else { Map { t: x.t.clone(), stats: None } };
+        let mut acc = GroupStatsAccumulator::new(cout, self.groups, self.device())?;
+        let rows = self.band_rows(cout, cout, w);
+        for band in bands(h, rows) {
+            let input = self.rows(&x, band.0, band.1)?;
+            let y = match &r.shortcut {
+                // A narrowing shortcut (the decoder's) is fused as conv2's residual, as
+                // the unbanded block does; a widening one is added after conv2.
+                Some(sc) if cout <= cin => {
+                    let skip = sc.forward(&input)?;
+                    self.norm_conv_band(&h1, &r.norm2, &r.conv2, band, Some(&skip))?
+                }
+                Some(sc) => {
+                    ops::add_assign(self.norm_conv_band(&h1, &r.norm2, &r.conv2, band, None)?, &sc.forward(&input)?)?
+                }
+                None => self.norm_conv_band(&h1, &r.norm2, &r.conv2, band, Some(&input))?,
+            };
+            drop(input);
+            acc.add(&y)?;
+            self.write(&out, band.0, &y)?;
+        }
+        out.stats = Some(acc.finish()?);
+        Ok(out)
+    }
+
+    /// `ops::upsample2x_conv3x3` from a whole map into a whole map, band by band.
+    fn upsample_conv(&mut self, conv: &Conv2d, x: Map) -> Result<Map> {
+        let [_, c, h, w] = dims4(&x.t)?;
+        let k = conv.weight.dims()[0];
+        let (oh, ow) = (2 * h, 2 * w);
+        let mut out = self.new_map(k, oh, ow)?;
+        let mut acc = GroupStatsAccumulator::new(k, self.groups, self.device())?;
+        let rows = self.band_rows(c, k, ow);
+        for (r0, r1) in bands(oh, rows) {
+            // Upsampled rows [u0, u1) feed output rows [r0, r1); they come from source rows [s0, s1).
+            let (u0, u1) = (r0.saturating_sub(1), (r1 + 1).min(oh));
+            let (s0, s1) = (u0 / 2, (u1 - 1) / 2 + 1);
+            let up = self.rows(&x, s0, s1)?.upsample_nearest2d(2 * (s1 - s0), ow)?.narrow(2, u0 - 2 * s0, u1 - u0)?;
+            let params = Conv2dParams {
+                padding: Padding2d::tblr(usize::from(r0 == 0), usize::from(r1 == oh), 1, 1),
+                ..conv.params
+            };
+            let y = up.conv2d(&conv.weight, conv.bias.as_ref(), &params)?.contiguous()?;
+            drop(up);
+            acc.add(&y)?;
+            self.write(&out, r0, &y)?;
+        }
+        out.stats = Some(acc.finish()?);
+        Ok(out)
+    }
+
+    /// The output layers (norm_out + SiLU + conv_out) into the image map.
+    fn norm_conv(&mut self, norm: &GroupNorm, conv: &Conv2d, x: Map) -> Result<Tensor> {
+        let [_, c, h, w] = dims4(&x.t)?;
+        let k = conv.weight.dims()[0];
+        let image = self.new_map(k, h, w)?;
+        let rows = self.band_rows(c, k, w);
+        for band in bands(h, rows) {
+            let y = self.norm_conv_band(&x, norm, conv, band, None)?;
+            self.write(&image, band.0, &y)?;
+        }
+        Ok(image.t)
+    }
+}
+
+/// The maps a banded decode of an `h × w` latent makes, in the order it makes them (what
+/// [`Banding::homes`] places).
+pub fn banded_maps(config: &crate::VaeConfig, (h, w): (usize, usize)) -> Vec<MapSpec> {
+    let top = config.top_channels();
+    let mut maps = vec![MapSpec { name: "decoder.mid_block".into(), channels: top, h, w }];
+    let n = config.num_up_blocks();
+    let (mut h, mut w) = (h, w);
+    for (i, (cin, cout)) in config.up_block_channels().into_iter().enumerate() {
+        for j in 0..=config.layers_per_block {
+            let c = if j == 0 { cin } else { cout };
+            let name = format!("decoder.up_blocks.{i}.resnets.{j}");
+            maps.push(MapSpec { name: format!("{name}.conv1"), channels: cout, h, w });
+            if c != cout {
+                maps.push(MapSpec { name, channels: cout, h, w });
+            }
+        }
+        if i + 1 < n {
+            h *= 2;
+            w *= 2;
+            maps.push(MapSpec { name: format!("decoder.up_blocks.{i}.upsamplers.0"), channels: cout, h, w });
+        }
+    }
+    maps.push(MapSpec { name: "decoder.conv_out".into(), channels: config.out_channels, h, w });
+    maps
+}
+
+fn dims4(t: &Tensor) -> Result<[usize; 4]> {
+    match *t.dims() {
+        [n, c, h, w] => Ok([n, c, h, w]),
+        ref d => Err(SdError::Internal(format!("banded decode: a map of shape {d:?}"))),
+    }
+}
