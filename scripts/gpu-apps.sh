@@ -202,10 +202,18 @@ step unpack 40 bash -c unpack
 sd=$work/bin/sd-vae-decode
 rcugan=$work/bin/realcugan
 
+# GPU_APPS_SECTIONS (default "vae sr") chooses the parts: vae (issue 6), sr (issue 7),
+# anysize (issue 30: the banded exact decode at 2048²-8192² within 16 GB).
+sections=" ${GPU_APPS_SECTIONS:-vae sr} "
+has() { [[ $sections == *" $1 "* ]]; }
+lat_4k=$((lat_2k * 2)) lat_8k=$((lat_2k * 4))
+
 # --- 1. issue 6: SD VAE decode ---------------------------------------------------------------
 vae=$work/vae
-step vae-make 40 "$py" benches/anchors/vae_decode_torch.py make --dir "$vae" \
-    --latents "$lat_warm,$lat_1k,$lat_2k" "${torch_config[@]}"
+lats="$lat_warm,$lat_1k,$lat_2k"
+has anysize && lats="$lats,$lat_4k,$lat_8k"
+step vae-make 60 "$py" benches/anchors/vae_decode_torch.py make --dir "$vae" \
+    --latents "$lats" "${torch_config[@]}"
 cp "$logs/vae-make.out" "$logs/vae-make.jsonl" 2>/dev/null
 
 torch_configs=${GPU_APPS_TORCH_CONFIGS:-f16:1k,f32:1k,f16:2k,f32:2k}
@@ -217,7 +225,7 @@ torch_vae() {
         --configs "$torch_configs" "${torch_reps[@]}" --save-images "$vae/ref"
     cp "$logs/vae-torch.out" "$logs/vae-torch.jsonl" 2>/dev/null
 }
-[[ ${GPU_APPS_TORCH_LAST:-0} == 1 ]] || torch_vae
+has vae && [[ ${GPU_APPS_TORCH_LAST:-0} != 1 ]] && torch_vae
 
 # ours NAME DTYPE LATENT BUDGET REPEAT MAX_SECONDS: one sd-vae-decode run (its budget, then,
 # if that failed but did not time out, without one: NAME-nobudget).
@@ -246,7 +254,7 @@ ours_vae_tuned() {
 }
 read -r b16_1k b16_2k b32_2k b32_1k <<<"${GPU_APPS_VAE_BUDGETS:-1.6GB 6GB 12GB 3.2GB}"
 nob() { [[ $1 == - ]] || echo "$1"; }
-if [[ -f $vae/sd_vae_random.safetensors ]]; then
+if has vae && [[ -f $vae/sd_vae_random.safetensors ]]; then
     ours_vae vae-ours-warmup-f16 f16 "$lat_warm" "" 1 150
     ours_vae vae-ours-f16-1k f16 "$lat_1k" "$(nob "$b16_1k")" 4 45
     ours_vae vae-ours-f16-2k f16 "$lat_2k" "$(nob "$b16_2k")" 3 60
@@ -260,12 +268,12 @@ if [[ -f $vae/sd_vae_random.safetensors ]]; then
     ours_vae vae-ours-warmup-f32 f32 "$lat_warm" "" 1 90
     ours_vae vae-ours-f32-2k f32 "$lat_2k" "$(nob "$b32_2k")" 3 60
 fi
-[[ ${GPU_APPS_TORCH_LAST:-0} == 1 ]] && torch_vae
+has vae && [[ ${GPU_APPS_TORCH_LAST:-0} == 1 ]] && torch_vae
 
 # --- 2. issue 7: Real-CUGAN 2x ---------------------------------------------------------------
 sr=$work/sr
 models=$carry/models
-step sr-image 30 "$py_sr" benches/anchors/realcugan_ncnn.py make-image "$sr/in/frame_a.png" --size "$sr_size" &&
+has sr && step sr-image 30 "$py_sr" benches/anchors/realcugan_ncnn.py make-image "$sr/in/frame_a.png" --size "$sr_size" &&
     cp "$sr/in/frame_a.png" "$sr/in/frame_b.png"
 
 ours_sr() { # NAME MAX_SECONDS ARGS...
@@ -321,7 +329,39 @@ if [[ -f $sr/in/frame_b.png ]]; then
 fi
 
 # Least important last: our 1024² f32 (PyTorch's f32 1024² is in its table anyway).
-[[ -f $vae/sd_vae_random.safetensors ]] && ours_vae vae-ours-f32-1k f32 "$lat_1k" "$(nob "$b32_1k")" 4 45
+has vae && [[ -f $vae/sd_vae_random.safetensors ]] && ours_vae vae-ours-f32-1k f32 "$lat_1k" "$(nob "$b32_1k")" 4 45
+
+# --- 2b. issue 30: the banded exact decode (any size in a fixed budget) -------------------------
+# Each run: its --plan line first (the plan's device and host bytes), then the decode; the
+# CLI prints the allocator's peak and, banded, the process's peak RSS (host maps). "si" runs
+# use --size-independent-rounding, under which banded and whole must be the same PNG.
+if has anysize && [[ -f $vae/sd_vae_random.safetensors ]]; then
+    any() { # NAME LATENT MAX_SECONDS ARGS...
+        local name=$1 lat=$2 max=$3
+        shift 3
+        step "$name-plan" 30 "$sd" --plan --latents "$vae/latent_$lat.npy" "${vae_model[@]}" --device "$device" "$@"
+        smi_start "$name"
+        step "$name" "$max" "$sd" --vae "$vae/sd_vae_random.safetensors" "${vae_model[@]}" \
+            --latents "$vae/latent_$lat.npy" --device "$device" --force --out "$vae/$name.png" "$@"
+        smi_stop
+    }
+    whole_budget=${GPU_APPS_WHOLE_BUDGET:-72GB}
+    any any-warmup "$lat_warm" 150 --dtype f16
+    any any-2k-si-whole "$lat_2k" 60 --dtype f16 --size-independent-rounding --vram-budget "$whole_budget"
+    any any-2k-si-banded "$lat_2k" 60 --dtype f16 --size-independent-rounding --banded --vram-budget 3GB
+    any any-4k-whole "$lat_4k" 90 --dtype f16 --vram-budget "$whole_budget" --repeat 2
+    any any-4k-banded "$lat_4k" 120 --dtype f16 --vram-budget 16GB --repeat 2
+    any any-4k-si-whole "$lat_4k" 90 --dtype f16 --size-independent-rounding --vram-budget "$whole_budget"
+    any any-4k-si-banded "$lat_4k" 120 --dtype f16 --size-independent-rounding --vram-budget 16GB
+    any any-8k-banded "$lat_8k" 240 --dtype f16 --vram-budget 16GB
+    for pair in 2k-si 4k-si 4k; do
+        a=$vae/any-$pair-banded.png b=$vae/any-$pair-whole.png
+        if [[ -f $a && -f $b ]]; then
+            if cmp -s "$a" "$b"; then r=identical; else r=DIFFERENT; fi
+            echo "any-$pair banded vs whole PNG: $r" | tee -a "$logs/anysize.txt"
+        fi
+    done
+fi
 
 # --- 3. comparisons (always; numpy + pillow only) --------------------------------------------
 : >"$logs/compare.jsonl"
@@ -338,6 +378,7 @@ cmp_vae "$vae/vae-ours-f16-1k.png" "f16-$lat_1k" "$vae/ref/torch_f32_$lat_1k.npy
 cmp_vae "$vae/vae-ours-f16-2k.png" "f16-$lat_2k" "$vae/ref/torch_f32_$lat_2k.npy" "$vae/ref/torch_f16_$lat_2k.npy"
 cmp_vae "$vae/vae-ours-f32-2k.png" "f32-$lat_2k" "$vae/ref/torch_f32_$lat_2k.npy"
 cmp_vae "$vae/vae-ours-f32-1k.png" "f32-$lat_1k" "$vae/ref/torch_f32_$lat_1k.npy"
+cmp_vae "$vae/any-4k-banded.png" "any-4k-banded-vs-whole" "$vae/any-4k-whole.png"
 for v in f32-whole f16-whole f32-auto f16-auto; do
     if [[ -f $sr/sr-ours-$v/frame_a.png && -f $sr/ncnn_vulkan.npy ]]; then
         always "cmp-sr-$v" 30 "$py_sr" benches/anchors/realcugan_ncnn.py compare --ours "$sr/sr-ours-$v/frame_a.png" \
@@ -363,6 +404,23 @@ echo "total: $(($(date +%s) - start)) s" >>"$logs/machine.txt"
     echo "report failed:"
     cat "$logs/report.err"
 }
+if has anysize; then
+    # The any-size table: each run's plan line and what the CLI measured.
+    {
+        echo "## any size (issue 30)"
+        for f in "$logs"/any-*.out; do
+            [[ $f == *-plan.out ]] && continue
+            n=$(basename "$f" .out)
+            echo "### $n"
+            sed 's/^/    /' "$logs/$n-plan.out" 2>/dev/null
+            grep -h "^banded\|^wrote\|decode times" "$logs/$n.err" "$f" 2>/dev/null | sed 's/^/    /'
+            echo "    nvidia-smi peak MiB: $(sort -n "$logs/$n.smi" 2>/dev/null | tail -1)"
+        done
+        cat "$logs/anysize.txt" 2>/dev/null
+        grep -h any- "$logs/compare.jsonl" 2>/dev/null
+    } >"$out/anysize.md"
+    cat "$out/anysize.md"
+fi
 tar -C "$logs" -czf "$out/apps-logs.tgz" .
 cat "$out/apps.md"
 echo "gpu-apps: $(($(date +%s) - start)) s, exit $status"

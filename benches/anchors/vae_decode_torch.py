@@ -278,7 +278,11 @@ def cmd_compare(args):
     for ref_path in args.ref:
         rec = {"step": "compare", "ours": args.ours, "ref": ref_path, "label": args.label}
         try:
-            ref = np.load(ref_path).astype(np.int16)
+            # A reference .npy (PyTorch's decode) or another PNG of ours (banded vs whole).
+            if ref_path.endswith(".png"):
+                ref = np.asarray(Image.open(ref_path).convert("RGB"), dtype=np.int16)
+            else:
+                ref = np.load(ref_path).astype(np.int16)
             if ref.shape != ours.shape:
                 raise ValueError(f"shapes differ: ours {ours.shape}, reference {ref.shape}")
             d = np.abs(ours - ref)
@@ -332,7 +336,8 @@ def main() -> None:
     bench_args(p)
     p = sub.add_parser("compare")
     p.add_argument("--ours", required=True, help="our PNG")
-    p.add_argument("--ref", required=True, action="append", help="reference uint8 HWC .npy (repeatable)")
+    p.add_argument("--ref", required=True, action="append",
+                   help="reference uint8 HWC .npy, or a PNG (repeatable)")
     p.add_argument("--label", default="")
     args = ap.parse_args()
 

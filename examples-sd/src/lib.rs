@@ -17,6 +17,7 @@
 //! ```
 
 pub mod banded;
+pub mod banded_plan;
 mod blocks;
 #[doc(hidden)]
 pub mod cli;
@@ -35,6 +36,7 @@ pub mod precision;
 pub mod tiled;
 
 pub use banded::{Banding, Home};
+pub use banded_plan::BandedPlan;
 pub use config::{Model, NORM_EPS, VaeConfig};
 pub use decoder::{Decoder, ScratchCaps};
 pub use encode_plan::EncodePlan;

@@ -359,6 +359,35 @@ impl Walk<'_> {
     }
 }
 
+/// The latent-sized part of a decode (up to the mid block's output): its peak and what
+/// is live after it, for the banded plan ([`crate::banded_plan`]).
+pub(crate) struct LatentPart {
+    pub peak: usize,
+    pub live_after: usize,
+}
+
+/// [`LatentPart`] of the decode of an `h × w` latent (the unbanded walk's stages until the
+/// mid block's last resnet).
+pub(crate) fn walk_latent_part(
+    config: &VaeConfig,
+    device: &Device,
+    dtype: DType,
+    (h, w): (usize, usize),
+    caps: ScratchCaps,
+) -> Result<LatentPart> {
+    let walked = walk(config, device, dtype, (h, w), caps, false)?;
+    let end = walked
+        .stages
+        .iter()
+        .position(|s| s.name == "decoder.mid_block.resnets.1")
+        .ok_or_else(|| SdError::Internal("the decode walk has no mid block".into()))?;
+    let part = &walked.stages[..=end];
+    Ok(LatentPart {
+        peak: part.iter().map(|s| s.peak).max().unwrap_or(0) + walked.retained,
+        live_after: part[end].live_after,
+    })
+}
+
 /// The walk of one decode of an `h × w` latent (f32 latents given): its peak and where.
 fn walk(
     config: &VaeConfig,

@@ -5,7 +5,7 @@ use clap::Parser;
 use examples_sd::cli::{self, Progress, check_not_inputs, parse_dtype, usage};
 use examples_sd::io::{check_outputs, load_latents, output_paths, write_png};
 use examples_sd::{Decoder, MemoryPlan, TileSpec, VaeConfig, decode_tiled};
-use rocm_vision::{Budget, DType, Device, DeviceKind, Weights, format_bytes};
+use rocm_vision::{Budget, ConvRounding, DType, Device, DeviceKind, Weights, format_bytes};
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -47,6 +47,18 @@ struct Args {
     /// and default scratch sizes.
     #[arg(long, alias = "budget")]
     vram_budget: Option<String>,
+    /// Decode exactly in bands of output rows even where the whole decode fits (it is
+    /// chosen by itself when the exact decode does not fit --vram-budget): the same image,
+    /// with each layer's working tensors a band at a time and the whole feature maps on
+    /// the device or, past the budget, in host memory. --plan prints its plan.
+    #[arg(long, conflicts_with = "tiled")]
+    banded: bool,
+    /// Round every convolution independently of its size (ConvRounding::SizeIndependent)
+    /// and normalise with exact statistics: a banded decode then gives the unbanded
+    /// decode's image bit for bit. Without it each convolution takes the fastest algorithm
+    /// for its size, and bands may differ from the whole decode by the dtype's rounding.
+    #[arg(long)]
+    size_independent_rounding: bool,
     /// Decode in overlapping tiles (APPROXIMATE: GroupNorm statistics and attention become
     /// per tile). Tile size: --tile-size, else the largest that fits --vram-budget (one
     /// tile, i.e. exact, when the whole latent fits), else 64.
@@ -102,7 +114,21 @@ fn run_plan(args: &Args, config: &VaeConfig, dtype: DType, device: &Device, budg
         e => e.into(),
     })?;
     println!("{plan}");
+    if !plan.fits || args.banded {
+        println!("{}", Decoder::plan_banded(config, &device, (width, height), dtype, budget)?);
+    }
     Ok(())
+}
+
+/// The device a decode runs on: on the CPU the budget caps the conv engine's workspace
+/// (what is left after weights and activations); on ROCm the device allocator enforces
+/// the whole budget.
+fn run_device(probe: Device, conv_workspace: Option<usize>, budget: Option<usize>) -> Result<Device> {
+    Ok(match (probe.kind(), conv_workspace, budget) {
+        (DeviceKind::Cpu, Some(ws), _) => Device::cpu_with_budget(Budget::bytes(ws)),
+        (DeviceKind::Rocm(i), _, Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
+        _ => probe,
+    })
 }
 
 fn run(args: Args) -> Result<()> {
@@ -160,23 +186,35 @@ fn run(args: Args) -> Result<()> {
     } else {
         None
     };
-    // A budget that cannot hold the decode is a usage error, like an impossible tile.
-    let mut plan = MemoryPlan::new(&config, dtype, (h, w), budget, args.tiled, tile).map_err(|e| match e {
-        examples_sd::SdError::Budget(m) => usage(m),
-        e => e.into(),
-    })?;
+    // The exact decode whole when it fits; else (or with --banded) in bands, when they
+    // fit; a budget that cannot hold either is a usage error, like an impossible tile.
+    let up = config.upscale();
+    let (mut plan, banded) = match MemoryPlan::new(&config, dtype, (h, w), budget, args.tiled, tile) {
+        Ok(plan) if !args.banded => (plan, None),
+        // --banded conflicts with --tiled, so a banded plan is never a tiled one.
+        Ok(_) | Err(examples_sd::SdError::Budget(_)) if !args.tiled => {
+            let planning = run_device(probe.clone(), None, budget)?;
+            let b = Decoder::plan_banded(&config, &planning, (w * up, h * up), dtype, budget)?;
+            if !b.fits {
+                return Err(usage(format!("{b} (or use --tiled, approximate)")));
+            }
+            (MemoryPlan::new(&config, dtype, (h, w), None, false, None)?, Some(b))
+        }
+        Ok(plan) => (plan, None),
+        Err(examples_sd::SdError::Budget(m)) => return Err(usage(m)),
+        Err(e) => return Err(e.into()),
+    };
     if let (Some(o), Some(t)) = (args.tile_overlap, plan.tile.as_mut()) {
         t.overlap = o;
         t.validate().map_err(usage)?;
     }
-
-    // On the CPU the budget caps the conv engine's workspace (what is left after weights
-    // and activations); on ROCm the device allocator enforces the whole budget.
-    let device = match (probe.kind(), plan.conv_workspace, plan.budget) {
-        (DeviceKind::Cpu, Some(ws), _) => Device::cpu_with_budget(Budget::bytes(ws)),
-        (DeviceKind::Rocm(i), _, Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
-        _ => probe,
+    let device = match &banded {
+        // The band's share of the budget caps the CPU's conv workspace.
+        Some(b) => run_device(probe, budget.map(|_| b.banding.band_bytes), budget)?,
+        None => run_device(probe, plan.conv_workspace, plan.budget)?,
     };
+    let device =
+        if args.size_independent_rounding { device.with_conv_rounding(ConvRounding::SizeIndependent) } else { device };
     // The first run on a machine compiles the GPU kernels (in parallel; said on stderr).
     device.warm_kernels_verbose()?;
     let mut tuning = cli::start_tuning(&device, args.setup.tune)?;
@@ -186,6 +224,10 @@ fn run(args: Args) -> Result<()> {
     // size again) out of the resident set while decoding.
     drop(weights);
     decoder.set_scratch_caps(plan.caps);
+    if let Some(b) = &banded {
+        eprintln!("{b}");
+        decoder.set_banding(Some(b.banding.clone()));
+    }
     let latents = latents.to_device(&device)?;
     eprintln!(
         "{}: {} on {device}, {dtype:?}; latents {:?} → {}x{}{}; budget {}",
@@ -198,7 +240,7 @@ fn run(args: Args) -> Result<()> {
             Some(t) => format!(", tiled {}x{} overlap {} (approximate)", t.tile, t.tile, t.overlap),
             None => String::new(),
         },
-        plan.budget.map_or("none (library defaults)".to_string(), format_bytes),
+        budget.map_or("none (library defaults)".to_string(), format_bytes),
     );
     let load_s = t0.elapsed().as_secs_f64();
 
@@ -263,7 +305,12 @@ fn run(args: Args) -> Result<()> {
     for (i, path) in outs.iter().enumerate() {
         write_png(&images.narrow(0, i, 1)?, path, args.force)?;
     }
-    let peak = cli::peak_line(&device);
+    let mut peak = cli::peak_line(&device);
+    if banded.is_some() && !device.is_cpu() {
+        // A banded decode keeps maps in host memory: the process's peak says how much.
+        let rss = examples_sd::peak_rss_bytes().map_or("unknown".to_string(), format_bytes);
+        peak = format!("{peak}; peak RSS {rss}");
+    }
     println!(
         "wrote {} in {:.2} s (load {:.2} s, decode {:.3} s{}); {peak}",
         outs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
