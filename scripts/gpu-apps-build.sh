@@ -4,7 +4,7 @@
 # and stages it, compressed, in .device-carry/apps/ (an ignored folder that travels with
 # the device call as part of carry=[".device-carry"]):
 #
-#   bin/sd-vae-decode.xz, bin/realcugan.xz, bin/rocm-vision-info.xz
+#   bin/sd-vae-decode.xz, bin/sd-vae-encode.xz, bin/realcugan.xz, bin/rocm-vision-info.xz
 #                                            release builds, stripped, HIP bindings pinned
 #                                            to the chroot's HIP 6.4.43484 as
 #                                            scripts/gpu-tier-build.sh pins them
@@ -46,12 +46,12 @@ export PATH="$repo/scripts:$PATH" HIP_PATH=/usr
 hip=$(hipconfig --version)
 echo "hipconfig --version: $hip (the HIP the bindings are generated for)"
 if [[ ${GPU_APPS_SKIP_BUILD:-0} != 1 ]]; then
-    cargo build --release -p examples-sd -p examples-sr -p rocm-vision --bin sd-vae-decode --bin realcugan \
+    cargo build --release -p examples-sd -p examples-sr -p rocm-vision --bin sd-vae-decode --bin sd-vae-encode --bin realcugan \
         --bin rocm-vision-info
 fi
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/py" "$stage/gl" "$stage/models/models-se"
-for b in sd-vae-decode realcugan rocm-vision-info; do
+for b in sd-vae-decode sd-vae-encode realcugan rocm-vision-info; do
     strip -o "$cache/$b" "${CARGO_TARGET_DIR:-target}/release/$b"
     xz -6 -T2 -c "$cache/$b" >"$stage/bin/$b.xz"
 done

@@ -183,7 +183,7 @@ unpack() {
     rm -rf "$work/bin" "$work/site" "$work/gl"
     mkdir -p "$work/bin" "$work/site" "$work/gl"
     # python's lzma and tarfile rather than xz(1), which a base image may lack.
-    for b in sd-vae-decode realcugan; do
+    for b in sd-vae-decode sd-vae-encode realcugan; do
         "$py" -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
             "bin/$b.xz" "$work/bin/$b"
         chmod +x "$work/bin/$b"
@@ -211,9 +211,10 @@ lat_4k=$((lat_2k * 2)) lat_8k=$((lat_2k * 4))
 # --- 1. issue 6: SD VAE decode ---------------------------------------------------------------
 vae=$work/vae
 lats="$lat_warm,$lat_1k,$lat_2k"
-has anysize && lats="$lats,$lat_4k,$lat_8k"
+make_enc=()
+has anysize && lats="$lats,$lat_4k,$lat_8k" make_enc=(--encoder)
 step vae-make 60 "$py" benches/anchors/vae_decode_torch.py make --dir "$vae" \
-    --latents "$lats" "${torch_config[@]}"
+    --latents "$lats" "${torch_config[@]}" "${make_enc[@]}"
 cp "$logs/vae-make.out" "$logs/vae-make.jsonl" 2>/dev/null
 
 torch_configs=${GPU_APPS_TORCH_CONFIGS:-f16:1k,f32:1k,f16:2k,f32:2k}
@@ -354,6 +355,28 @@ if has anysize && [[ -f $vae/sd_vae_random.safetensors ]]; then
     any any-4k-si-whole "$lat_4k" 90 --dtype f16 --size-independent-rounding --vram-budget "$whole_budget"
     any any-4k-si-banded "$lat_4k" 120 --dtype f16 --size-independent-rounding --vram-budget 16GB
     any any-8k-banded "$lat_8k" 240 --dtype f16 --vram-budget 16GB
+    # The encoder: 4096² whole and banded (size-independent: the same latents), 8192² banded.
+    enc() { # NAME SIZE MAX_SECONDS ARGS...
+        local name=$1 size=$2 max=$3
+        shift 3
+        step "$name-plan" 30 "$work/bin/sd-vae-encode" --plan --size "$size" "${vae_model[@]}" --device "$device" "$@"
+        smi_start "$name"
+        step "$name" "$max" "$work/bin/sd-vae-encode" --vae "$vae/sd_encoder_random.safetensors" "${vae_model[@]}" \
+            --image "$vae/image_$size.png" --device "$device" --force --mean --out "$vae/$name.npy" "$@"
+        smi_stop
+    }
+    s4=$((lat_4k * 8))x$((lat_4k * 8)) s8=$((lat_8k * 8))x$((lat_8k * 8))
+    for sz in "$s4" "$s8"; do
+        step "image-$sz" 60 "$py" benches/anchors/realcugan_ncnn.py make-image "$vae/image_$sz.png" --size "$sz"
+    done
+    enc any-enc-4k-si-whole "$s4" 90 --dtype f16 --size-independent-rounding --vram-budget "$whole_budget"
+    enc any-enc-4k-si-banded "$s4" 120 --dtype f16 --size-independent-rounding --banded --vram-budget 16GB
+    enc any-enc-8k-banded "$s8" 240 --dtype f16 --vram-budget 16GB
+    a=$vae/any-enc-4k-si-banded.npy b=$vae/any-enc-4k-si-whole.npy
+    if [[ -f $a && -f $b ]]; then
+        if cmp -s "$a" "$b"; then r=identical; else r=DIFFERENT; fi
+        echo "any-enc-4k-si banded vs whole latents: $r" | tee -a "$logs/anysize.txt"
+    fi
     for pair in 2k-si 4k-si 4k; do
         a=$vae/any-$pair-banded.png b=$vae/any-$pair-whole.png
         if [[ -f $a && -f $b ]]; then

@@ -127,11 +127,56 @@ def decoder_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...]]]:
     return out
 
 
-def random_decoder(cfg: dict, seed: int) -> dict[str, np.ndarray]:
-    """Seeded random post_quant_conv + decoder parameters (float32 numpy)."""
+def encoder_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...]]]:
+    """The diffusers names and shapes of the encoder (DownEncoderBlock2D down blocks) +
+    quant_conv, in a fixed order (for sd-vae-encode's large-image runs; the PyTorch bench
+    does not use them)."""
+    lat, ch = cfg["latent_channels"], list(cfg["block_out_channels"])
+    out: list[tuple[str, tuple[int, ...]]] = []
+
+    def conv(name, cout, cin, k):
+        out.extend([(f"{name}.weight", (cout, cin, k, k)), (f"{name}.bias", (cout,))])
+
+    def norm(name, c):
+        out.extend([(f"{name}.weight", (c,)), (f"{name}.bias", (c,))])
+
+    def resnet(name, cin, cout):
+        norm(f"{name}.norm1", cin)
+        conv(f"{name}.conv1", cout, cin, 3)
+        norm(f"{name}.norm2", cout)
+        conv(f"{name}.conv2", cout, cout, 3)
+        if cin != cout:
+            conv(f"{name}.conv_shortcut", cout, cin, 1)
+
+    conv("encoder.conv_in", ch[0], cfg.get("in_channels", 3), 3)
+    prev = ch[0]
+    for i, c in enumerate(ch):
+        for j in range(cfg.get("layers_per_block", 2)):
+            resnet(f"encoder.down_blocks.{i}.resnets.{j}", prev if j == 0 else c, c)
+        if i < len(ch) - 1:
+            conv(f"encoder.down_blocks.{i}.downsamplers.0.conv", c, c, 3)
+        prev = c
+    top = ch[-1]
+    resnet("encoder.mid_block.resnets.0", top, top)
+    if cfg.get("mid_block_add_attention", True):
+        a = "encoder.mid_block.attentions.0"
+        norm(f"{a}.group_norm", top)
+        for lin in ("to_q", "to_k", "to_v", "to_out.0"):
+            out.extend([(f"{a}.{lin}.weight", (top, top)), (f"{a}.{lin}.bias", (top,))])
+    resnet("encoder.mid_block.resnets.1", top, top)
+    norm("encoder.conv_norm_out", top)
+    conv("encoder.conv_out", 2 * lat, top, 3)
+    if cfg.get("use_quant_conv", True):
+        conv("quant_conv", 2 * lat, 2 * lat, 1)
+    return out
+
+
+def random_decoder(cfg: dict, seed: int, shapes=decoder_shapes) -> dict[str, np.ndarray]:
+    """Seeded random post_quant_conv + decoder parameters (float32 numpy); with
+    `shapes=encoder_shapes`, the encoder's."""
     rng = np.random.default_rng(seed)
     state = {}
-    for name, shape in decoder_shapes(cfg):
+    for name, shape in shapes(cfg):
         u = rng.random(shape, dtype=np.float32)
         if name.endswith(".bias"):
             t = (u * 2 - 1) * np.float32(0.1)
@@ -154,6 +199,10 @@ def cmd_make(args, cfg: dict) -> None:
     wpath = os.path.join(args.dir, "sd_vae_random.safetensors")
     save_file(state, wpath, metadata={"format": "pt"})
     nparams = int(sum(v.size for v in state.values()))
+    if args.encoder:
+        epath = os.path.join(args.dir, "sd_encoder_random.safetensors")
+        save_file(random_decoder(cfg, args.seed + 2, encoder_shapes), epath, metadata={"format": "pt"})
+        log(f"wrote {epath}")
     log(f"wrote {wpath}: {len(state)} tensors, {nparams} parameters ({time.perf_counter() - t:.1f} s)")
     rng = np.random.default_rng(args.seed + 1)
     lat_paths = {}
@@ -314,6 +363,8 @@ def main() -> None:
     def make_args(p):
         p.add_argument("--latents", default="8,128,256", type=lambda s: [int(x) for x in s.split(",")],
                        help="latent sides to write (image side = 8x)")
+        p.add_argument("--encoder", action="store_true",
+                       help="also write seeded random encoder weights (sd_encoder_random.safetensors)")
 
     def bench_args(p):
         p.add_argument("--configs", default="f16:128,f32:128,f16:256,f32:256", type=lambda s: s.split(","),

@@ -18,6 +18,7 @@
 
 use crate::blocks::Resnet;
 use crate::decoder::Decoder;
+use crate::encoder::Encoder;
 use crate::error::{Result, SdError};
 use crate::ops;
 use rocm_vision::nn::{Conv2d, GroupNorm};
@@ -32,14 +33,14 @@ pub enum Home {
     Host,
 }
 
-/// How a banded decode runs: the plan's choices ([`crate::BandedPlan`]).
+/// How a banded run goes: the plan's choices ([`crate::BandedPlan`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Banding {
     /// The most bytes one band's working tensors may take (its input rows with their halo,
     /// their normalised copy, its output rows and their statistics): sets each layer's
     /// band height ([`band_rows`]).
     pub band_bytes: usize,
-    /// Where each whole map lives, in the order the decode makes them ([`banded_maps`]).
+    /// Where each whole map lives, in the order the run makes them ([`MapSchedule`]).
     pub homes: Vec<Home>,
 }
 
@@ -68,9 +69,8 @@ pub fn bands(h: usize, rows: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..h).step_by(rows.max(1)).map(move |r0| (r0, (r0 + rows.max(1)).min(h)))
 }
 
-/// One whole map a banded decode makes, in order: its name (the block that writes it),
-/// channels and size. The first is the mid block's output (made whole; its home says
-/// whether it moves to the host).
+/// One whole map a banded run makes: its name (the layer that writes it), channels and
+/// size.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapSpec {
     pub name: String,
@@ -85,9 +85,10 @@ struct Map {
     stats: Option<GroupStats>,
 }
 
-/// The banded part of one decode.
+/// The banded part of one decode or encode.
 pub(crate) struct BandedRun<'a> {
-    dec: &'a Decoder,
+    device: Device,
+    dtype: DType,
     banding: &'a Banding,
     host: Device,
     /// Maps made so far (the index of the next one's home).
@@ -96,12 +97,13 @@ pub(crate) struct BandedRun<'a> {
 }
 
 impl<'a> BandedRun<'a> {
-    pub fn new(dec: &'a Decoder, banding: &'a Banding) -> BandedRun<'a> {
-        BandedRun { dec, banding, host: Device::cpu(), made: 0, groups: dec.config().norm_num_groups }
+    /// A run on `device` (the network's: its rounding applies) in `dtype`.
+    pub fn new(device: &Device, dtype: DType, groups: usize, banding: &'a Banding) -> BandedRun<'a> {
+        BandedRun { device: device.clone(), dtype, banding, host: Device::cpu(), made: 0, groups }
     }
 
     fn device(&self) -> &Device {
-        self.dec.device()
+        &self.device
     }
 
     fn next_home(&mut self) -> Home {
@@ -115,12 +117,12 @@ impl<'a> BandedRun<'a> {
             Home::Host => self.host.clone(),
             Home::Device => self.device().clone(),
         };
-        Ok(Map { t: Tensor::zeros(&[1, c, h, w], self.dec.dtype(), &device)?, stats: None })
+        Ok(Map { t: Tensor::zeros(&[1, c, h, w], self.dtype, &device)?, stats: None })
     }
 
     /// Rows `[r0, r1)` of `m` on the device, contiguous. (On the CPU the move to the
-    /// decoder's device only re-labels the tensor: its convolutions then round as the
-    /// decoder's device says.)
+    /// network's device only re-labels the tensor: its convolutions then round as that
+    /// device says.)
     fn rows(&self, m: &Map, r0: usize, r1: usize) -> Result<Tensor> {
         Ok(m.t.narrow(2, r0, r1 - r0)?.contiguous()?.to_device(self.device())?)
     }
@@ -131,24 +133,35 @@ impl<'a> BandedRun<'a> {
     }
 
     fn stats_of(m: &Map, what: &str) -> Result<GroupStats> {
-        m.stats.clone().ok_or_else(|| SdError::Internal(format!("banded decode: {what} read before it was complete")))
+        m.stats.clone().ok_or_else(|| SdError::Internal(format!("banded run: {what} read before it was complete")))
     }
 
     fn band_rows(&self, cin: usize, cout: usize, w: usize) -> usize {
-        band_rows(self.banding.band_bytes, cin, cout, w, self.dec.dtype())
+        band_rows(self.banding.band_bytes, cin, cout, w, self.dtype)
     }
 
-    /// The up blocks and the output layers on `x`, the mid block's output (on the device):
-    /// the image in the decoder's dtype, where the plan keeps it. `observe` sees each up
-    /// block's output map.
-    pub fn run(mut self, x: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
+    /// Checks that the run made the maps its plan placed.
+    fn check_made(&self, what: &str) -> Result<()> {
+        if self.made != self.banding.homes.len() {
+            return Err(SdError::Internal(format!(
+                "banded {what} made {} maps, its plan placed {}",
+                self.made,
+                self.banding.homes.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The decoder's up blocks and output layers on `x`, the mid block's output (on the
+    /// device): the image in the decoder's dtype, where the plan keeps it. `observe` sees
+    /// each up block's output map.
+    pub fn decode(mut self, dec: &Decoder, x: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
         let stats = GroupStats::of(&x, self.groups)?;
         let t = match self.next_home() {
             Home::Host if !self.device().is_cpu() => x.to_device(&self.host)?,
             _ => x.to_device(self.device())?,
         };
         let mut x = Map { t, stats: Some(stats) };
-        let dec = self.dec;
         for (i, block) in dec.up_blocks().iter().enumerate() {
             for r in &block.resnets {
                 x = self.resnet(r, x)?;
@@ -159,15 +172,29 @@ impl<'a> BandedRun<'a> {
             observe(&format!("decoder.up_blocks.{i}"), &x.t);
         }
         let image = self.norm_conv(dec.norm_out(), dec.conv_out(), x)?;
-        if self.made != self.banding.homes.len() {
-            return Err(SdError::Internal(format!(
-                "banded decode made {} maps, its plan placed {}",
-                self.made,
-                self.banding.homes.len()
-            )));
-        }
+        self.check_made("decode")?;
         observe("decoder.conv_out", &image);
         Ok(image)
+    }
+
+    /// The encoder's conv_in and down blocks on `image` (`[1, C, H, W]`, whole): the last
+    /// down block's output, whole on the device (the mid block runs on it unbanded).
+    /// `observe` sees each down block's output map.
+    pub fn encode(mut self, enc: &Encoder, image: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
+        let image = Map { t: image.to_device(self.device())?, stats: None };
+        let mut x = self.conv(enc.conv_in(), None, image)?;
+        observe("encoder.conv_in", &x.t);
+        for (i, block) in enc.down_blocks().iter().enumerate() {
+            for r in &block.resnets {
+                x = self.resnet(r, x)?;
+            }
+            if let Some(down) = &block.downsampler {
+                x = self.downsample_conv(down, x)?;
+            }
+            observe(&format!("encoder.down_blocks.{i}"), &x.t);
+        }
+        self.check_made("encode")?;
+        Ok(x.t.to_device(self.device())?)
     }
 
     /// `conv(silu(norm(x)))` for output rows `[r0, r1)` of a 3x3 padding-1 `conv`, with
@@ -175,15 +202,17 @@ impl<'a> BandedRun<'a> {
     fn norm_conv_band(
         &self,
         x: &Map,
-        norm: &GroupNorm,
+        norm: Option<&GroupNorm>,
         conv: &Conv2d,
         (r0, r1): (usize, usize),
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
         let h = x.t.dims()[2];
         let input = self.rows(x, r0.saturating_sub(1), (r1 + 1).min(h))?;
-        let normed = norm.forward_silu_with_stats(&input, &Self::stats_of(x, "a norm's input")?)?;
-        drop(input);
+        let normed = match norm {
+            Some(n) => n.forward_silu_with_stats(&input, &Self::stats_of(x, "a norm's input")?)?,
+            None => input,
+        };
         let params =
             Conv2dParams { padding: Padding2d::tblr(usize::from(r0 == 0), usize::from(r1 == h), 1, 1), ..conv.params };
         let epilogue = ConvEpilogue { activation: conv.activation, residual, scale: 1.0 };
@@ -200,7 +229,7 @@ impl<'a> BandedRun<'a> {
         let mut h1 = self.new_map(cout, h, w)?;
         let mut acc = GroupStatsAccumulator::new(cout, self.groups, self.device())?;
         for band in bands(h, rows) {
-            let y = self.norm_conv_band(&x, &r.norm1, &r.conv1, band, None)?;
+            let y = self.norm_conv_band(&x, Some(&r.norm1), &r.conv1, band, None)?;
             acc.add(&y)?;
             self.write(&h1, band.0, &y)?;
         }
@@ -216,12 +245,13 @@ impl<'a> BandedRun<'a> {
                 // the unbanded block does; a widening one is added after conv2.
                 Some(sc) if cout <= cin => {
                     let skip = sc.forward(&input)?;
-                    self.norm_conv_band(&h1, &r.norm2, &r.conv2, band, Some(&skip))?
+                    self.norm_conv_band(&h1, Some(&r.norm2), &r.conv2, band, Some(&skip))?
                 }
-                Some(sc) => {
-                    ops::add_assign(self.norm_conv_band(&h1, &r.norm2, &r.conv2, band, None)?, &sc.forward(&input)?)?
-                }
-                None => self.norm_conv_band(&h1, &r.norm2, &r.conv2, band, Some(&input))?,
+                Some(sc) => ops::add_assign(
+                    self.norm_conv_band(&h1, Some(&r.norm2), &r.conv2, band, None)?,
+                    &sc.forward(&input)?,
+                )?,
+                None => self.norm_conv_band(&h1, Some(&r.norm2), &r.conv2, band, Some(&input))?,
             };
             drop(input);
             acc.add(&y)?;
@@ -257,6 +287,43 @@ impl<'a> BandedRun<'a> {
         Ok(out)
     }
 
+    /// `conv(silu(norm(x)))` (`conv(x)` without a norm) into a new map, band by band,
+    /// gathering its statistics: the encoder's conv_in.
+    fn conv(&mut self, conv: &Conv2d, norm: Option<&GroupNorm>, x: Map) -> Result<Map> {
+        let [_, c, h, w] = dims4(&x.t)?;
+        let k = conv.weight.dims()[0];
+        let mut out = self.new_map(k, h, w)?;
+        let mut acc = GroupStatsAccumulator::new(k, self.groups, self.device())?;
+        for band in bands(h, self.band_rows(c, k, w)) {
+            let y = self.norm_conv_band(&x, norm, conv, band, None)?;
+            acc.add(&y)?;
+            self.write(&out, band.0, &y)?;
+        }
+        out.stats = Some(acc.finish()?);
+        Ok(out)
+    }
+
+    /// The encoder's stride-2 downsampler (padded one row below and one column right,
+    /// `encoder::downsample_params`) from a whole map into a whole map, band by band:
+    /// output rows `[r0, r1)` read input rows `[2 r0, 2 r1 + 1)`, the last band the
+    /// padding row.
+    fn downsample_conv(&mut self, conv: &Conv2d, x: Map) -> Result<Map> {
+        let [_, c, h, w] = dims4(&x.t)?;
+        let k = conv.weight.dims()[0];
+        let (oh, ow) = (h / 2, w / 2);
+        let mut out = self.new_map(k, oh, ow)?;
+        let mut acc = GroupStatsAccumulator::new(k, self.groups, self.device())?;
+        for (r0, r1) in bands(oh, self.band_rows(c, k, ow)) {
+            let (i0, i1) = (2 * r0, (2 * r1 + 1).min(h));
+            let params = Conv2dParams { padding: Padding2d::tblr(0, 2 * r1 + 1 - i1, 0, 1), ..conv.params };
+            let y = self.rows(&x, i0, i1)?.conv2d(&conv.weight, conv.bias.as_ref(), &params)?.contiguous()?;
+            acc.add(&y)?;
+            self.write(&out, r0, &y)?;
+        }
+        out.stats = Some(acc.finish()?);
+        Ok(out)
+    }
+
     /// The output layers (norm_out + SiLU + conv_out) into the image map.
     fn norm_conv(&mut self, norm: &GroupNorm, conv: &Conv2d, x: Map) -> Result<Tensor> {
         let [_, c, h, w] = dims4(&x.t)?;
@@ -264,37 +331,99 @@ impl<'a> BandedRun<'a> {
         let image = self.new_map(k, h, w)?;
         let rows = self.band_rows(c, k, w);
         for band in bands(h, rows) {
-            let y = self.norm_conv_band(&x, norm, conv, band, None)?;
+            let y = self.norm_conv_band(&x, Some(norm), conv, band, None)?;
             self.write(&image, band.0, &y)?;
         }
         Ok(image.t)
     }
 }
 
-/// The maps a banded decode of an `h × w` latent makes, in the order it makes them (what
-/// [`Banding::homes`] places).
-pub fn banded_maps(config: &crate::VaeConfig, (h, w): (usize, usize)) -> Vec<MapSpec> {
-    let top = config.top_channels();
-    let mut maps = vec![MapSpec { name: "decoder.mid_block".into(), channels: top, h, w }];
+/// What a banded run does with its whole maps, in order: makes map `i` (its home is
+/// [`Banding::homes`]`[i]`) or frees it. The banded plan walks these to place the maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapEvent {
+    Make(usize),
+    Free(usize),
+}
+
+/// The maps a banded run makes ([`MapSpec`], in order) and when it frees them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MapSchedule {
+    pub maps: Vec<MapSpec>,
+    pub events: Vec<MapEvent>,
+}
+
+impl MapSchedule {
+    fn make(&mut self, name: String, channels: usize, h: usize, w: usize) -> usize {
+        self.maps.push(MapSpec { name, channels, h, w });
+        self.events.push(MapEvent::Make(self.maps.len() - 1));
+        self.maps.len() - 1
+    }
+
+    fn free(&mut self, i: usize) {
+        self.events.push(MapEvent::Free(i));
+    }
+
+    /// `BandedRun::resnet` on map `x`: conv1's map, the output written over the input
+    /// unless the channels change.
+    fn resnet(&mut self, name: String, x: usize, cin: usize, cout: usize) -> usize {
+        let (h, w) = (self.maps[x].h, self.maps[x].w);
+        let h1 = self.make(format!("{name}.conv1"), cout, h, w);
+        if cin == cout {
+            self.free(h1);
+            return x;
+        }
+        let out = self.make(name, cout, h, w);
+        self.free(h1);
+        self.free(x);
+        out
+    }
+
+    /// A layer from map `x` into a new `c × h × w` map (x freed).
+    fn layer(&mut self, name: String, x: usize, c: usize, h: usize, w: usize) -> usize {
+        let out = self.make(name, c, h, w);
+        self.free(x);
+        out
+    }
+}
+
+/// The schedule of a banded decode of an `h × w` latent: the mid block's output (made
+/// whole; its home says whether it moves to the host), the up blocks' maps, the image.
+pub fn decoder_schedule(config: &crate::VaeConfig, (h, w): (usize, usize)) -> MapSchedule {
+    let mut s = MapSchedule::default();
+    let mut x = s.make("decoder.mid_block".into(), config.top_channels(), h, w);
     let n = config.num_up_blocks();
-    let (mut h, mut w) = (h, w);
     for (i, (cin, cout)) in config.up_block_channels().into_iter().enumerate() {
         for j in 0..=config.layers_per_block {
-            let c = if j == 0 { cin } else { cout };
-            let name = format!("decoder.up_blocks.{i}.resnets.{j}");
-            maps.push(MapSpec { name: format!("{name}.conv1"), channels: cout, h, w });
-            if c != cout {
-                maps.push(MapSpec { name, channels: cout, h, w });
-            }
+            x = s.resnet(format!("decoder.up_blocks.{i}.resnets.{j}"), x, if j == 0 { cin } else { cout }, cout);
         }
         if i + 1 < n {
-            h *= 2;
-            w *= 2;
-            maps.push(MapSpec { name: format!("decoder.up_blocks.{i}.upsamplers.0"), channels: cout, h, w });
+            let (h, w) = (2 * s.maps[x].h, 2 * s.maps[x].w);
+            x = s.layer(format!("decoder.up_blocks.{i}.upsamplers.0"), x, cout, h, w);
         }
     }
-    maps.push(MapSpec { name: "decoder.conv_out".into(), channels: config.out_channels, h, w });
-    maps
+    let (h, w) = (s.maps[x].h, s.maps[x].w);
+    s.make("decoder.conv_out".into(), config.out_channels, h, w);
+    s.free(x);
+    s
+}
+
+/// The schedule of a banded encode of an `h × w` image: conv_in's map, the down blocks'
+/// maps (the last one goes on, whole, to the mid block).
+pub fn encoder_schedule(config: &crate::VaeConfig, (h, w): (usize, usize)) -> MapSchedule {
+    let mut s = MapSchedule::default();
+    let mut x = s.make("encoder.conv_in".into(), config.block_out_channels[0], h, w);
+    let n = config.block_out_channels.len();
+    for (i, (cin, cout)) in config.down_block_channels().into_iter().enumerate() {
+        for j in 0..config.layers_per_block {
+            x = s.resnet(format!("encoder.down_blocks.{i}.resnets.{j}"), x, if j == 0 { cin } else { cout }, cout);
+        }
+        if i + 1 < n {
+            let (h, w) = (s.maps[x].h / 2, s.maps[x].w / 2);
+            x = s.layer(format!("encoder.down_blocks.{i}.downsamplers.0"), x, cout, h, w);
+        }
+    }
+    s
 }
 
 fn dims4(t: &Tensor) -> Result<[usize; 4]> {

@@ -8,9 +8,13 @@
 //! weights and one band's working tensors; else it lives in host memory. So the device
 //! holds at most the budget whatever the image size, and host memory takes the rest.
 
-use crate::banded::{Banding, Home, MapSpec, band_row_bytes, band_rows, banded_maps};
+use crate::banded::{
+    Banding, Home, MapEvent, MapSchedule, MapSpec, band_row_bytes, band_rows, decoder_schedule, encoder_schedule,
+};
 use crate::config::VaeConfig;
 use crate::decoder::{Decoder, ScratchCaps};
+use crate::encode_plan::{encoder_latent_part, encoder_weight_bytes};
+use crate::encoder::Encoder;
 use crate::error::{Result, SdError};
 use crate::plan::{walk_latent_part, weight_bytes};
 use rocm_vision::{DType, Device, format_bytes};
@@ -26,6 +30,8 @@ pub const MIN_BAND_BYTES: usize = 64 << 20;
 /// What a banded decode will use, from [`Decoder::plan_banded`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct BandedPlan {
+    /// `"decode"` or `"encode"`.
+    pub run: &'static str,
     pub width: usize,
     pub height: usize,
     pub dtype: DType,
@@ -50,8 +56,9 @@ impl fmt::Display for BandedPlan {
         let on_host = self.banding.homes.iter().filter(|h| **h == Home::Host).count();
         write!(
             f,
-            "banded exact decode {}x{} {:?}: device peak {} (weights {}), host {} ({} of {} maps in host memory); \
+            "banded exact {} {}x{} {:?}: device peak {} (weights {}), host {} ({} of {} maps in host memory); \
              bands of {} rows at full size",
+            self.run,
             self.width,
             self.height,
             self.dtype,
@@ -81,56 +88,113 @@ impl Decoder {
         dtype: DType,
         budget: Option<usize>,
     ) -> Result<BandedPlan> {
-        config.validate()?;
-        let up = config.upscale();
-        if width == 0 || height == 0 || width % up != 0 || height % up != 0 {
-            return Err(SdError::Latents(format!(
-                "{width}x{height}: the image size must be a positive multiple of {up} (one latent pixel is {up}x{up})"
-            )));
-        }
-        let (h, w) = (height / up, width / up);
-        let weights = weight_bytes(config, dtype, device);
+        let (h, w) = latent_size(config, (width, height))?;
         let latent = walk_latent_part(config, device, dtype, (h, w), ScratchCaps::default())?;
-        let maps = banded_maps(config, (h, w));
-        let bytes = |m: &MapSpec| device.allocation_bytes(m.channels * m.h * m.w * dtype.size_in_bytes());
+        let schedule = decoder_schedule(config, (h, w));
         // The mid block's output is the first map: the latent part's live bytes hold it.
-        let base = latent.live_after.saturating_sub(bytes(&maps[0]));
-        let band_bytes = match budget {
-            None => DEFAULT_BAND_BYTES,
-            Some(b) => (b.saturating_sub(weights + base) / 4).clamp(MIN_BAND_BYTES, DEFAULT_BAND_BYTES),
+        let first = map_bytes(device, dtype, &schedule.maps[0]);
+        let parts = Parts {
+            weights: weight_bytes(config, dtype, device),
+            base: latent.live_after.saturating_sub(first),
+            whole_peak: latent.peak,
         };
-        // Room for maps on the device beside the weights, the latents and one band. A CPU
-        // has one memory: every map is "on the device".
-        let room = match budget {
-            Some(b) if !device.is_cpu() => b.saturating_sub(weights + base + band_bytes),
-            _ => usize::MAX,
+        Ok(plan(&schedule, parts, device, dtype, budget, ("decode", width, height), config.block_out_channels[0]))
+    }
+}
+
+impl Encoder {
+    /// The plan of a banded exact encode of one `width × height` image (see
+    /// [`Decoder::plan_banded`]): conv_in and the down blocks in bands, the mid block and
+    /// the output layers whole at the latent size.
+    pub fn plan_banded(
+        config: &VaeConfig,
+        device: &Device,
+        (width, height): (usize, usize),
+        dtype: DType,
+        budget: Option<usize>,
+    ) -> Result<BandedPlan> {
+        latent_size(config, (width, height))?;
+        let schedule = encoder_schedule(config, (height, width));
+        let parts = Parts {
+            weights: encoder_weight_bytes(config, dtype, device),
+            // The image in the encoder's dtype, alive for the f16 guard's rerun.
+            base: device.allocation_bytes(config.in_channels * width * height * dtype.size_in_bytes()),
+            whole_peak: encoder_latent_part(config, device, dtype, (height, width))?,
         };
-        let walk = place(config, &maps, &bytes, room);
-        // The largest band any layer runs (its rows within the map, with the halo).
-        let band_set = maps
-            .windows(2)
-            .map(|p| {
-                let (c, m) = (p[0].channels.max(p[1].channels), &p[1]);
-                (band_rows(band_bytes, c, c, m.w, dtype).min(m.h) + 2) * band_row_bytes(c, c, m.w, dtype)
-            })
-            .max()
-            .unwrap_or(0);
-        let banded_peak = weights + base + walk.device_peak + band_set;
-        let device_peak = banded_peak.max(weights + latent.peak);
-        let c0 = config.block_out_channels[0];
-        let top = maps.last().expect("a decode makes maps");
-        Ok(BandedPlan {
-            width,
-            height,
-            dtype,
-            budget,
-            banding: Banding { band_bytes, homes: walk.homes },
-            top_band_rows: band_rows(band_bytes, c0, c0, top.w, dtype).min(top.h),
-            weights,
-            device_peak,
-            host_peak: walk.host_peak,
-            fits: budget.is_none_or(|b| device_peak <= b),
+        Ok(plan(&schedule, parts, device, dtype, budget, ("encode", width, height), config.block_out_channels[0]))
+    }
+}
+
+/// The latent size of a `width × height` image, or the error that says why there is none.
+fn latent_size(config: &VaeConfig, (width, height): (usize, usize)) -> Result<(usize, usize)> {
+    config.validate()?;
+    let up = config.upscale();
+    if width == 0 || height == 0 || width % up != 0 || height % up != 0 {
+        return Err(SdError::Latents(format!(
+            "{width}x{height}: the image size must be a positive multiple of {up} (one latent pixel is {up}x{up})"
+        )));
+    }
+    Ok((height / up, width / up))
+}
+
+fn map_bytes(device: &Device, dtype: DType, m: &MapSpec) -> usize {
+    device.allocation_bytes(m.channels * m.h * m.w * dtype.size_in_bytes())
+}
+
+/// What the device holds besides the banded maps.
+struct Parts {
+    weights: usize,
+    /// Live through the banded part (the latents, or the input image).
+    base: usize,
+    /// The peak of the part that runs whole (at the latent size), without the weights.
+    whole_peak: usize,
+}
+
+fn plan(
+    schedule: &MapSchedule,
+    parts: Parts,
+    device: &Device,
+    dtype: DType,
+    budget: Option<usize>,
+    (run, width, height): (&'static str, usize, usize),
+    full_channels: usize,
+) -> BandedPlan {
+    let Parts { weights, base, whole_peak } = parts;
+    let band_bytes = match budget {
+        None => DEFAULT_BAND_BYTES,
+        Some(b) => (b.saturating_sub(weights + base) / 4).clamp(MIN_BAND_BYTES, DEFAULT_BAND_BYTES),
+    };
+    // Room for maps on the device beside the weights, the base and one band. A CPU has
+    // one memory: every map is "on the device".
+    let room = match budget {
+        Some(b) if !device.is_cpu() => b.saturating_sub(weights + base + band_bytes),
+        _ => usize::MAX,
+    };
+    let walk = place(schedule, &|m| map_bytes(device, dtype, m), room);
+    // The largest band any layer runs (its rows within the map, with the halo).
+    let band_set = schedule
+        .maps
+        .windows(2)
+        .map(|p| {
+            let (c, m) = (p[0].channels.max(p[1].channels), &p[1]);
+            (band_rows(band_bytes, c, c, m.w, dtype).min(m.h) + 2) * band_row_bytes(c, c, m.w, dtype)
         })
+        .max()
+        .unwrap_or(0);
+    let device_peak = (weights + base + walk.device_peak + band_set).max(weights + whole_peak);
+    let full = schedule.maps.iter().max_by_key(|m| m.h * m.w).expect("a banded run makes maps");
+    BandedPlan {
+        run,
+        width,
+        height,
+        dtype,
+        budget,
+        banding: Banding { band_bytes, homes: walk.homes },
+        top_band_rows: band_rows(band_bytes, full_channels, full_channels, full.w, dtype).min(full.h),
+        weights,
+        device_peak,
+        host_peak: walk.host_peak,
+        fits: budget.is_none_or(|b| device_peak <= b),
     }
 }
 
@@ -140,64 +204,34 @@ struct Placement {
     host_peak: usize,
 }
 
-/// Places each map as it is made (the order of [`banded_maps`], the lifetimes of
-/// `BandedRun`): on the device while the live device maps and it fit in `room`.
-fn place(config: &VaeConfig, maps: &[MapSpec], bytes: &dyn Fn(&MapSpec) -> usize, room: usize) -> Placement {
-    #[derive(Default)]
-    struct Live {
-        device: usize,
-        host: usize,
-        device_peak: usize,
-        host_peak: usize,
-    }
-    let mut live = Live::default();
-    let mut homes = Vec::with_capacity(maps.len());
-    let make = |live: &mut Live, homes: &mut Vec<Home>, i: usize| -> (Home, usize) {
-        let n = bytes(&maps[i]);
-        let home = if live.device + n <= room { Home::Device } else { Home::Host };
-        match home {
-            Home::Device => live.device += n,
-            Home::Host => live.host += n,
-        }
-        live.device_peak = live.device_peak.max(live.device);
-        live.host_peak = live.host_peak.max(live.host);
-        homes.push(home);
-        (home, n)
-    };
-    let free = |live: &mut Live, (home, n): (Home, usize)| match home {
-        Home::Device => live.device -= n,
-        Home::Host => live.host -= n,
-    };
-    let mut next = 0;
-    let mut x = make(&mut live, &mut homes, next);
-    next += 1;
-    let n = config.num_up_blocks();
-    for (i, (cin, cout)) in config.up_block_channels().into_iter().enumerate() {
-        for j in 0..=config.layers_per_block {
-            let c = if j == 0 { cin } else { cout };
-            let h1 = make(&mut live, &mut homes, next);
-            next += 1;
-            if c != cout {
-                let out = make(&mut live, &mut homes, next);
-                next += 1;
-                free(&mut live, h1);
-                free(&mut live, x);
-                x = out;
-            } else {
-                // The output is written over the input.
-                free(&mut live, h1);
+/// Places each map as the schedule makes it: on the device while the live device maps and
+/// it fit in `room`, else in host memory.
+fn place(schedule: &MapSchedule, bytes: &dyn Fn(&MapSpec) -> usize, room: usize) -> Placement {
+    let mut homes: Vec<Home> = Vec::with_capacity(schedule.maps.len());
+    let (mut device, mut host, mut device_peak, mut host_peak) = (0usize, 0usize, 0usize, 0usize);
+    for event in &schedule.events {
+        match *event {
+            MapEvent::Make(i) => {
+                let n = bytes(&schedule.maps[i]);
+                let home = if device + n <= room { Home::Device } else { Home::Host };
+                match home {
+                    Home::Device => device += n,
+                    Home::Host => host += n,
+                }
+                device_peak = device_peak.max(device);
+                host_peak = host_peak.max(host);
+                homes.push(home);
+            }
+            MapEvent::Free(i) => {
+                let n = bytes(&schedule.maps[i]);
+                match homes[i] {
+                    Home::Device => device -= n,
+                    Home::Host => host -= n,
+                }
             }
         }
-        if i + 1 < n {
-            let out = make(&mut live, &mut homes, next);
-            next += 1;
-            free(&mut live, x);
-            x = out;
-        }
     }
-    make(&mut live, &mut homes, next);
-    debug_assert_eq!(homes.len(), maps.len());
-    Placement { homes, device_peak: live.device_peak, host_peak: live.host_peak }
+    Placement { homes, device_peak, host_peak }
 }
 
 #[cfg(test)]
@@ -208,18 +242,19 @@ mod tests {
     #[test]
     fn maps_stay_on_the_device_while_they_fit_and_never_past_the_room() {
         let config = Model::Sd.config();
-        let maps = banded_maps(&config, (512, 512));
+        let schedule = decoder_schedule(&config, (512, 512));
+        let maps = &schedule.maps;
         let bytes = |m: &MapSpec| m.channels * m.h * m.w * 2;
-        let all = place(&config, &maps, &bytes, usize::MAX);
+        let all = place(&schedule, &bytes, usize::MAX);
         assert!(all.homes.iter().all(|h| *h == Home::Device));
         assert_eq!(all.host_peak, 0);
-        let none = place(&config, &maps, &bytes, 0);
+        let none = place(&schedule, &bytes, 0);
         assert!(none.homes.iter().all(|h| *h == Home::Host));
         assert_eq!(none.device_peak, 0);
         assert_eq!(none.host_peak, all.device_peak, "the same maps, all on one side");
         let largest = maps.iter().map(bytes).max().unwrap();
         for room in [largest / 2, largest, 2 * largest, 3 * largest] {
-            let p = place(&config, &maps, &bytes, room);
+            let p = place(&schedule, &bytes, room);
             assert!(p.device_peak <= room, "room {room}: device peak {}", p.device_peak);
             assert_eq!(p.homes.len(), maps.len());
             // Everything that left the device went to the host, nothing more.
@@ -227,7 +262,7 @@ mod tests {
         }
         // The 4096² decode's largest map (the last upsampler's, 256 channels at full size,
         // 8 GiB in f16) cannot stay beside the next resnet's two 4 GiB maps in 14 GiB.
-        let p = place(&config, &maps, &bytes, 14 << 30);
+        let p = place(&schedule, &bytes, 14 << 30);
         let i = maps.iter().position(|m| m.name == "decoder.up_blocks.2.upsamplers.0").unwrap();
         assert_eq!(maps[i].channels * maps[i].h * maps[i].w * 2, 8 << 30);
         assert!(p.homes.contains(&Home::Host) && p.device_peak <= 14 << 30);
@@ -238,7 +273,7 @@ mod tests {
         let config = Model::Sd.config();
         let p = Decoder::plan_banded(&config, &Device::cpu(), (512, 256), DType::F32, Some(8 << 30)).unwrap();
         assert!(p.banding.homes.iter().all(|h| *h == Home::Device) && p.host_peak == 0);
-        assert_eq!(p.banding.homes.len(), banded_maps(&config, (32, 64)).len());
+        assert_eq!(p.banding.homes.len(), decoder_schedule(&config, (32, 64)).maps.len());
         assert!(p.fits && p.device_peak > p.weights, "{p}");
         let e = Decoder::plan_banded(&config, &Device::cpu(), (500, 256), DType::F32, None).unwrap_err();
         assert!(e.to_string().contains("multiple of 8"), "{e}");

@@ -330,7 +330,8 @@ impl Decoder {
                         .into(),
                 ));
             }
-            return Ok(Ok(BandedRun::new(self, banding).run(x, observe)?));
+            let run = BandedRun::new(&self.device, self.dtype, self.config.norm_num_groups, banding);
+            return Ok(Ok(run.decode(self, x, observe)?));
         }
         for (i, block) in self.up_blocks.iter().enumerate() {
             for (j, r) in block.resnets.iter().enumerate() {

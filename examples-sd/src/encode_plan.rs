@@ -155,6 +155,25 @@ pub fn encoder_weight_bytes(config: &VaeConfig, dtype: DType, device: &Device) -
 }
 
 /// The walk of one `Encoder::encode` of an `h × w` image (the f32 image given).
+/// The peak of an encode's latent-sized part (the mid block and the output layers, which a
+/// banded encode runs whole; its input, the last down block's output, included), without
+/// the weights.
+pub(crate) fn encoder_latent_part(
+    config: &VaeConfig,
+    device: &Device,
+    dtype: DType,
+    (h, w): (usize, usize),
+) -> Result<usize> {
+    let guard = dtype == DType::F16;
+    let walked = walk_encode(config, Walk::new(device, dtype), (h, w), ScratchCaps::default(), guard)?;
+    let start = walked
+        .stages
+        .iter()
+        .position(|s| s.name == "encoder.mid_block.resnets.0")
+        .ok_or_else(|| SdError::Internal("the encode walk has no mid block".into()))?;
+    Ok(walked.stages[start..].iter().map(|s| s.peak).max().unwrap_or(0) + walked.retained)
+}
+
 fn walk_encode(
     config: &VaeConfig,
     mut s: Walk,

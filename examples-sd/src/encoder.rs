@@ -11,6 +11,7 @@
 //! within a byte cap, and a batch is encoded item by item. The asymmetric padding of the
 //! downsampler is the convolution's own (`Padding2d::tblr(0, 1, 0, 1)`): no padded copy.
 
+use crate::banded::{BandedRun, Banding};
 use crate::blocks::{Block, Guard, Resnet, load_attention};
 use crate::config::{NORM_EPS, VaeConfig};
 use crate::decoder::ScratchCaps;
@@ -18,7 +19,7 @@ use crate::error::{Result, SdError};
 use crate::layout::KeyLayout;
 use crate::precision::{PrecisionStats, SharedStats};
 use rocm_vision::nn::{Conv2d, GroupNorm, SpatialAttention};
-use rocm_vision::{Conv2dParams, DType, Device, Padding2d, Tensor, Weights};
+use rocm_vision::{Conv2dParams, ConvRounding, DType, Device, Padding2d, Tensor, Weights};
 
 /// diffusers' `DiagonalGaussianDistribution.logvar` clamp.
 pub const LOGVAR_RANGE: (f64, f64) = (-30.0, 20.0);
@@ -80,9 +81,9 @@ impl LatentDist {
 }
 
 #[derive(Clone, Debug)]
-struct DownBlock {
-    resnets: Vec<Resnet>,
-    downsampler: Option<Conv2d>,
+pub(crate) struct DownBlock {
+    pub resnets: Vec<Resnet>,
+    pub downsampler: Option<Conv2d>,
 }
 
 /// A loaded encoder, ready to encode images of its configuration.
@@ -124,6 +125,8 @@ pub struct Encoder {
     /// f16 only: check each block's output and recompute it in f32 when not finite.
     overflow_guard: bool,
     stats: SharedStats,
+    /// Run conv_in and the down blocks in bands ([`crate::banded`]); `None`: whole maps.
+    banding: Option<Banding>,
 }
 
 impl Encoder {
@@ -170,11 +173,18 @@ impl Encoder {
         } else {
             None
         };
+        let device = conv_in.weight.device().clone();
+        // Size-independent rounding: the down blocks normalise with exact statistics, so
+        // that a banded encode gives the same bits.
+        let exact_norms = device.conv_rounding() == ConvRounding::SizeIndependent;
+        for r in down_blocks.iter_mut().flat_map(|b| b.resnets.iter_mut()) {
+            r.exact_norms = exact_norms;
+        }
         let mut e = Encoder {
             config: config.clone(),
             layout,
             dtype,
-            device: conv_in.weight.device().clone(),
+            device,
             conv_in,
             down_blocks,
             mid_resnets,
@@ -184,9 +194,25 @@ impl Encoder {
             quant_conv,
             overflow_guard: true,
             stats: SharedStats::default(),
+            banding: None,
         };
         e.set_scratch_caps(ScratchCaps::default());
         Ok(e)
+    }
+
+    /// Runs conv_in and the down blocks in bands, with the whole maps where `banding`
+    /// places them (from [`Encoder::plan_banded`]); `None`: whole maps, the default. The
+    /// result is the unbanded encode's (bit for bit under size-independent rounding).
+    pub fn set_banding(&mut self, banding: Option<Banding>) {
+        self.banding = banding;
+    }
+
+    pub(crate) fn conv_in(&self) -> &Conv2d {
+        &self.conv_in
+    }
+
+    pub(crate) fn down_blocks(&self) -> &[DownBlock] {
+        &self.down_blocks
     }
 
     /// The attention's score chunk cap (`upsample_band` does not apply to the encoder).
@@ -298,7 +324,9 @@ impl Encoder {
     /// `encoder.mid_block`, `encoder.conv_out`, `quant_conv`); after an f16 overflow the
     /// encode reruns, and `observe` sees the stages again.
     pub fn encode_x(&self, x: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
-        let x = self.check_image(&x)?;
+        // On the encoder's device: its convolutions round as that device says (a CPU move
+        // only re-labels the tensor).
+        let x = self.check_image(&x)?.to_device(&self.device)?;
         let guard = Guard { dtype: self.dtype, stats: &self.stats };
         guard.run(x, self.overflow_guard(), |x, in_f32| self.pass(&guard, x, in_f32, observe))
     }
@@ -322,16 +350,30 @@ impl Encoder {
                 }
             }};
         }
-        x = run!("encoder.conv_in", Block::Conv(&self.conv_in));
-        observe("encoder.conv_in", &x);
-        for (i, block) in self.down_blocks.iter().enumerate() {
-            for (j, r) in block.resnets.iter().enumerate() {
-                x = run!(format!("encoder.down_blocks.{i}.resnets.{j}"), Block::Resnet(r));
+        if let Some(banding) = &self.banding {
+            if in_f32.is_some() {
+                // The rerun that checks each block (after the output overflowed) runs
+                // blocks in f32 where f16 overflows; bands do not do that yet.
+                return Err(SdError::Output(
+                    "the f16 encode overflowed (inf/NaN) and a banded encode cannot recompute its blocks in f32: \
+                     encode with --dtype bf16 or f32"
+                        .into(),
+                ));
             }
-            if let Some(down) = &block.downsampler {
-                x = run!(format!("encoder.down_blocks.{i}.downsamplers.0"), Block::Conv(down));
+            let run = BandedRun::new(&self.device, self.dtype, self.config.norm_num_groups, banding);
+            x = run.encode(self, x, observe)?;
+        } else {
+            x = run!("encoder.conv_in", Block::Conv(&self.conv_in));
+            observe("encoder.conv_in", &x);
+            for (i, block) in self.down_blocks.iter().enumerate() {
+                for (j, r) in block.resnets.iter().enumerate() {
+                    x = run!(format!("encoder.down_blocks.{i}.resnets.{j}"), Block::Resnet(r));
+                }
+                if let Some(down) = &block.downsampler {
+                    x = run!(format!("encoder.down_blocks.{i}.downsamplers.0"), Block::Conv(down));
+                }
+                observe(&format!("encoder.down_blocks.{i}"), &x);
             }
-            observe(&format!("encoder.down_blocks.{i}"), &x);
         }
         x = run!("encoder.mid_block.resnets.0", Block::Resnet(&self.mid_resnets[0]));
         observe("encoder.mid_block.resnets.0", &x);

@@ -1,12 +1,13 @@
-//! The banded decode (examples_sd::banded) is the unbanded decode: with size-independent
-//! rounding bit for bit for any band height and any placement of the maps, and with the
-//! default rounding within the dtype's tolerance; and the banded decode of the diffusers
-//! fixtures is within the fixtures' tolerance of diffusers (CPU tier).
+//! The banded decode and encode (examples_sd::banded) are the unbanded ones: with
+//! size-independent rounding bit for bit for any band height and any placement of the
+//! maps, and with the default rounding within the fixtures' tolerance of diffusers (CPU
+//! tier).
 
 mod common;
 
 use common::*;
-use examples_sd::banded::{band_rows, banded_maps};
+use examples_sd::Encoder;
+use examples_sd::banded::{band_rows, decoder_schedule, encoder_schedule};
 use examples_sd::{Banding, Decoder, Home};
 use rocm_vision::{ConvRounding, DType, Device, Tensor};
 
@@ -23,7 +24,7 @@ fn decode(dec: &Decoder, z: &Tensor) -> Vec<f32> {
 /// width), every map at `home` (alternating when `None`).
 fn banding(dec: &Decoder, (h, w): (usize, usize), rows: usize, home: Option<Home>) -> Banding {
     let c = dec.config();
-    let maps = banded_maps(c, (h, w));
+    let maps = decoder_schedule(c, (h, w)).maps;
     let top = maps.last().unwrap();
     let c0 = c.block_out_channels[0];
     let e = dec.dtype().size_in_bytes();
@@ -45,7 +46,7 @@ fn banded_decodes_equal_the_unbanded_one_bit_for_bit_under_size_independent_roun
         let z = latents(&dec, h, w, 5);
         let whole = decode(&dec, &z);
         assert!(whole.iter().all(|v| v.is_finite()), "{model} {dtype:?}: unbanded decode not finite");
-        let top_h = banded_maps(dec.config(), (h, w)).last().unwrap().h;
+        let top_h = decoder_schedule(dec.config(), (h, w)).maps.last().unwrap().h;
         for (rows, home) in [(4, None), (8, Some(Home::Device)), (12, Some(Home::Host))] {
             assert!(top_h.div_ceil(rows) >= 4, "{rows} rows must give at least 4 bands");
             dec.set_banding(Some(banding(&dec, (h, w), rows, home)));
@@ -81,4 +82,49 @@ fn a_banding_for_another_size_is_an_error_not_a_wrong_image() {
     dec.set_banding(Some(b));
     let e = dec.decode(&latents(&dec, 4, 4, 1), &mut |_, _| {}).unwrap_err().to_string();
     assert!(e.contains("plan placed"), "{e}");
+}
+
+/// An encoder banding with bands of `rows` rows at the full-size layers.
+fn encoder_banding(enc: &Encoder, (h, w): (usize, usize), rows: usize, home: Option<Home>) -> Banding {
+    let c0 = enc.config().block_out_channels[0];
+    let e = enc.dtype().size_in_bytes();
+    let band_bytes = (rows + 2) * w * (4 * c0 * e + 2 * c0 * 4);
+    assert_eq!(band_rows(band_bytes, c0, c0, w, enc.dtype()), rows);
+    let n = encoder_schedule(enc.config(), (h, w)).maps.len();
+    let homes = (0..n).map(|i| home.unwrap_or(if i % 2 == 0 { Home::Host } else { Home::Device })).collect();
+    Banding { band_bytes, homes }
+}
+
+#[test]
+fn banded_encodes_equal_the_unbanded_one_bit_for_bit_under_size_independent_rounding() {
+    let device = Device::cpu().with_conv_rounding(ConvRounding::SizeIndependent);
+    for (model, dtype) in [("sd", DType::F32), ("flux", DType::F32), ("sdxl", DType::BF16), ("sd3", DType::F16)] {
+        let weights = fixture(&format!("{model}_encoder_diffusers.safetensors"));
+        let mut enc = load_encoder_on(model, &weights, dtype, &device);
+        let t = tensors(&format!("{model}_encode_48x80.safetensors"));
+        let whole = enc.encode(&t["image"], &mut |_, _| {}).expect("encode");
+        let whole: Vec<f32> = whole.mean.to_vec().unwrap();
+        for (rows, home) in [(4, None), (8, Some(Home::Host)), (12, Some(Home::Device))] {
+            enc.set_banding(Some(encoder_banding(&enc, (48, 80), rows, home)));
+            let banded: Vec<f32> =
+                enc.encode(&t["image"], &mut |_, _| {}).expect("banded encode").mean.to_vec().unwrap();
+            let differ = banded.iter().zip(&whole).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(differ, 0, "{model} {dtype:?}: bands of {rows} rows ({home:?}): {differ} values differ");
+        }
+        enc.set_banding(None);
+    }
+}
+
+#[test]
+fn banded_encodes_with_the_default_rounding_match_diffusers() {
+    for model in ["sd", "sdxl", "sd3", "flux"] {
+        let mut enc = load_encoder(model, &fixture(&format!("{model}_encoder_diffusers.safetensors")), DType::F32);
+        let t = tensors(&format!("{model}_encode_64x64.safetensors"));
+        enc.set_banding(Some(encoder_banding(&enc, (64, 64), 8, None)));
+        let dist = enc.encode(&t["image"], &mut |_, _| {}).expect("banded encode");
+        for (what, ours) in [("mean", &dist.mean), ("logvar", &dist.logvar)] {
+            let e = rel_max_err(ours, &t[what]);
+            assert!(e <= 1e-5, "{model} {what}: banded encode {e:e} from diffusers (bound 1e-5, as tests/encoder.rs)");
+        }
+    }
 }

@@ -7,7 +7,7 @@ use examples_sd::cli::{self, Progress, check_not_inputs, parse_dtype, usage};
 use examples_sd::encode_plan::encode_budget;
 use examples_sd::io::{check_latents_output, load_image, load_latents, write_latents};
 use examples_sd::{Encoder, SdError, VaeConfig};
-use rocm_vision::{Budget, DType, Device, DeviceKind, Tensor, Weights, format_bytes};
+use rocm_vision::{Budget, ConvRounding, DType, Device, DeviceKind, Tensor, Weights, format_bytes};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -51,6 +51,16 @@ struct Args {
     /// and default scratch sizes.
     #[arg(long, alias = "budget")]
     vram_budget: Option<String>,
+    /// Encode exactly in bands of rows even where the whole encode fits (chosen by itself
+    /// when it does not fit --vram-budget): the same latents, with each layer's working
+    /// tensors a band at a time and the whole feature maps on the device or, past the
+    /// budget, in host memory. --plan prints its plan.
+    #[arg(long)]
+    banded: bool,
+    /// Round every convolution independently of its size and normalise with exact
+    /// statistics: a banded encode then gives the unbanded encode's latents bit for bit.
+    #[arg(long)]
+    size_independent_rounding: bool,
     /// Overwrite an existing output file.
     #[arg(long)]
     force: bool,
@@ -101,6 +111,9 @@ fn run_plan(args: &Args, config: &VaeConfig, dtype: DType, device: &Device, budg
         e => e.into(),
     })?;
     println!("{plan}");
+    if !plan.fits || args.banded {
+        println!("{}", Encoder::plan_banded(config, &device, (width, height), dtype, budget)?);
+    }
     Ok(())
 }
 
@@ -188,19 +201,35 @@ fn run(args: Args) -> Result<()> {
     // A budget that cannot hold the encode is a usage error (as in sd-vae-decode). On the
     // CPU the budget caps the conv engine's workspace (what is left after weights and
     // activations); on ROCm the device allocator enforces the whole budget.
-    let split = budget
-        .map(|b| {
-            encode_budget(&config, dtype, (width, height), b).map_err(|e| match e {
-                SdError::Budget(m) => usage(m),
-                e => e.into(),
-            })
-        })
-        .transpose()?;
-    let device = match (probe.kind(), split, budget) {
-        (DeviceKind::Cpu, Some((_, ws)), _) => Device::cpu_with_budget(Budget::bytes(ws)),
+    // The whole encode when it fits; else (or with --banded) in bands, when they fit.
+    let (split, banded) = match budget.map(|b| encode_budget(&config, dtype, (width, height), b)).transpose() {
+        Ok(split) if !args.banded => (split, None),
+        Ok(_) | Err(SdError::Budget(_)) => {
+            let planning = match (probe.kind(), budget) {
+                (DeviceKind::Rocm(i), Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
+                _ => probe.clone(),
+            };
+            let b = Encoder::plan_banded(&config, &planning, (width, height), dtype, budget)?;
+            if !b.fits {
+                return Err(usage(b.to_string()));
+            }
+            (None, Some(b))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // On the CPU the budget caps the conv engine's workspace (what is left after weights
+    // and activations, or a band's share); on ROCm the device allocator enforces it all.
+    let cpu_workspace = match &banded {
+        Some(b) => budget.map(|_| b.banding.band_bytes),
+        None => split.map(|(_, ws)| ws),
+    };
+    let device = match (probe.kind(), cpu_workspace, budget) {
+        (DeviceKind::Cpu, Some(ws), _) => Device::cpu_with_budget(Budget::bytes(ws)),
         (DeviceKind::Rocm(i), _, Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
         _ => probe,
     };
+    let device =
+        if args.size_independent_rounding { device.with_conv_rounding(ConvRounding::SizeIndependent) } else { device };
     // The first run on a machine compiles the GPU kernels (in parallel; said on stderr).
     device.warm_kernels_verbose()?;
     let mut tuning = cli::start_tuning(&device, args.setup.tune)?;
@@ -211,6 +240,10 @@ fn run(args: Args) -> Result<()> {
     drop(weights);
     if let Some((caps, _)) = split {
         encoder.set_scratch_caps(caps);
+    }
+    if let Some(b) = &banded {
+        eprintln!("{b}");
+        encoder.set_banding(Some(b.banding.clone()));
     }
     let image = image.to_device(&device)?;
     eprintln!(
@@ -271,7 +304,15 @@ fn run(args: Args) -> Result<()> {
         out.display(),
         t0.elapsed().as_secs_f64(),
         if repeat > 1 { format!(", median of encodes 2..{repeat}") } else { String::new() },
-        cli::peak_line(&device)
+        match banded {
+            // A banded encode keeps maps in host memory: the process's peak says how much.
+            Some(_) if !device.is_cpu() => format!(
+                "{}; peak RSS {}",
+                cli::peak_line(&device),
+                examples_sd::peak_rss_bytes().map_or("unknown".to_string(), format_bytes)
+            ),
+            _ => cli::peak_line(&device),
+        }
     );
     Ok(())
 }
