@@ -85,6 +85,15 @@ struct Map {
     stats: Option<GroupStats>,
 }
 
+/// The f16 overflow guard's rerun (after the output overflowed) checks each block and runs
+/// the ones that overflow in f32; bands do not do that yet: the error that says so.
+pub(crate) fn no_f32_rerun(what: &str) -> SdError {
+    SdError::Output(format!(
+        "the f16 {what} overflowed (inf/NaN) and a banded {what} cannot recompute its blocks in f32: \
+         {what} with --dtype bf16 or f32"
+    ))
+}
+
 /// The banded part of one decode or encode.
 pub(crate) struct BandedRun<'a> {
     device: Device,

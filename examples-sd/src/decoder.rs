@@ -322,13 +322,7 @@ impl Decoder {
         observe("decoder.mid_block", &x);
         if let Some(banding) = &self.banding {
             if in_f32.is_some() {
-                // The rerun that checks each block (after the image overflowed) runs
-                // blocks in f32 where f16 overflows; bands do not do that yet.
-                return Err(SdError::Output(
-                    "the f16 decode overflowed (inf/NaN) and a banded decode cannot recompute its blocks in f32: \
-                     decode with --dtype bf16 or f32"
-                        .into(),
-                ));
+                return Err(crate::banded::no_f32_rerun("decode"));
             }
             let run = BandedRun::new(&self.device, self.dtype, self.config.norm_num_groups, banding);
             return Ok(Ok(run.decode(self, x, observe)?));

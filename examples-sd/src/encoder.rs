@@ -352,13 +352,7 @@ impl Encoder {
         }
         if let Some(banding) = &self.banding {
             if in_f32.is_some() {
-                // The rerun that checks each block (after the output overflowed) runs
-                // blocks in f32 where f16 overflows; bands do not do that yet.
-                return Err(SdError::Output(
-                    "the f16 encode overflowed (inf/NaN) and a banded encode cannot recompute its blocks in f32: \
-                     encode with --dtype bf16 or f32"
-                        .into(),
-                ));
+                return Err(crate::banded::no_f32_rerun("encode"));
             }
             let run = BandedRun::new(&self.device, self.dtype, self.config.norm_num_groups, banding);
             x = run.encode(self, x, observe)?;

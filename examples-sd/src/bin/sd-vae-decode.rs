@@ -193,10 +193,14 @@ fn run(args: Args) -> Result<()> {
         Ok(plan) if !args.banded => (plan, None),
         // --banded conflicts with --tiled, so a banded plan is never a tiled one.
         Ok(_) | Err(examples_sd::SdError::Budget(_)) if !args.tiled => {
+            let whole = match MemoryPlan::new(&config, dtype, (h, w), budget, false, None) {
+                Err(examples_sd::SdError::Budget(m)) => format!("{m}; "),
+                _ => String::new(),
+            };
             let planning = run_device(probe.clone(), None, budget)?;
             let b = Decoder::plan_banded(&config, &planning, (w * up, h * up), dtype, budget)?;
             if !b.fits {
-                return Err(usage(format!("{b} (or use --tiled, approximate)")));
+                return Err(usage(format!("{whole}in bands: {b}")));
             }
             (MemoryPlan::new(&config, dtype, (h, w), None, false, None)?, Some(b))
         }

@@ -205,13 +205,17 @@ fn run(args: Args) -> Result<()> {
     let (split, banded) = match budget.map(|b| encode_budget(&config, dtype, (width, height), b)).transpose() {
         Ok(split) if !args.banded => (split, None),
         Ok(_) | Err(SdError::Budget(_)) => {
+            let whole = match budget.map(|b| encode_budget(&config, dtype, (width, height), b)) {
+                Some(Err(SdError::Budget(m))) => format!("{m}; "),
+                _ => String::new(),
+            };
             let planning = match (probe.kind(), budget) {
                 (DeviceKind::Rocm(i), Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
                 _ => probe.clone(),
             };
             let b = Encoder::plan_banded(&config, &planning, (width, height), dtype, budget)?;
             if !b.fits {
-                return Err(usage(b.to_string()));
+                return Err(usage(format!("{whole}in bands: {b}")));
             }
             (None, Some(b))
         }
