@@ -82,26 +82,39 @@ def build_vae(cfg: dict):
     return AutoencoderKL(**cfg)
 
 
+class _Shapes:
+    """A diffusers state_dict's names and shapes, in the order they are added."""
+
+    def __init__(self):
+        self.out: list[tuple[str, tuple[int, ...]]] = []
+
+    def conv(self, name, cout, cin, k):
+        self.out.extend([(f"{name}.weight", (cout, cin, k, k)), (f"{name}.bias", (cout,))])
+
+    def norm(self, name, c):
+        self.out.extend([(f"{name}.weight", (c,)), (f"{name}.bias", (c,))])
+
+    def resnet(self, name, cin, cout):
+        self.norm(f"{name}.norm1", cin)
+        self.conv(f"{name}.conv1", cout, cin, 3)
+        self.norm(f"{name}.norm2", cout)
+        self.conv(f"{name}.conv2", cout, cout, 3)
+        if cin != cout:
+            self.conv(f"{name}.conv_shortcut", cout, cin, 1)
+
+    def attention(self, name, c):
+        self.norm(f"{name}.group_norm", c)
+        for lin in ("to_q", "to_k", "to_v", "to_out.0"):
+            self.out.extend([(f"{name}.{lin}.weight", (c, c)), (f"{name}.{lin}.bias", (c,))])
+
+
 def decoder_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...]]]:
     """The diffusers names and shapes of post_quant_conv + decoder (AutoencoderKL with
     UpDecoderBlock2D up blocks), in a fixed order; checked against diffusers' own
     state_dict by `bench` (and by the CPU check in the docstring)."""
     lat, ch = cfg["latent_channels"], list(cfg["block_out_channels"])
-    out: list[tuple[str, tuple[int, ...]]] = []
-
-    def conv(name, cout, cin, k):
-        out.extend([(f"{name}.weight", (cout, cin, k, k)), (f"{name}.bias", (cout,))])
-
-    def norm(name, c):
-        out.extend([(f"{name}.weight", (c,)), (f"{name}.bias", (c,))])
-
-    def resnet(name, cin, cout):
-        norm(f"{name}.norm1", cin)
-        conv(f"{name}.conv1", cout, cin, 3)
-        norm(f"{name}.norm2", cout)
-        conv(f"{name}.conv2", cout, cout, 3)
-        if cin != cout:
-            conv(f"{name}.conv_shortcut", cout, cin, 1)
+    s = _Shapes()
+    conv, norm, resnet, attention = s.conv, s.norm, s.resnet, s.attention
 
     if cfg.get("use_post_quant_conv", True):
         conv("post_quant_conv", lat, lat, 1)
@@ -109,10 +122,7 @@ def decoder_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...]]]:
     conv("decoder.conv_in", top, lat, 3)
     resnet("decoder.mid_block.resnets.0", top, top)
     if cfg.get("mid_block_add_attention", True):
-        a = "decoder.mid_block.attentions.0"
-        norm(f"{a}.group_norm", top)
-        for lin in ("to_q", "to_k", "to_v", "to_out.0"):
-            out.extend([(f"{a}.{lin}.weight", (top, top)), (f"{a}.{lin}.bias", (top,))])
+        attention("decoder.mid_block.attentions.0", top)
     resnet("decoder.mid_block.resnets.1", top, top)
     rev = ch[::-1]
     prev = rev[0]
@@ -124,7 +134,7 @@ def decoder_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...]]]:
         prev = c
     norm("decoder.conv_norm_out", rev[-1])
     conv("decoder.conv_out", cfg.get("out_channels", 3), rev[-1], 3)
-    return out
+    return s.out
 
 
 def encoder_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...]]]:
@@ -132,21 +142,8 @@ def encoder_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...]]]:
     quant_conv, in a fixed order (for sd-vae-encode's large-image runs; the PyTorch bench
     does not use them)."""
     lat, ch = cfg["latent_channels"], list(cfg["block_out_channels"])
-    out: list[tuple[str, tuple[int, ...]]] = []
-
-    def conv(name, cout, cin, k):
-        out.extend([(f"{name}.weight", (cout, cin, k, k)), (f"{name}.bias", (cout,))])
-
-    def norm(name, c):
-        out.extend([(f"{name}.weight", (c,)), (f"{name}.bias", (c,))])
-
-    def resnet(name, cin, cout):
-        norm(f"{name}.norm1", cin)
-        conv(f"{name}.conv1", cout, cin, 3)
-        norm(f"{name}.norm2", cout)
-        conv(f"{name}.conv2", cout, cout, 3)
-        if cin != cout:
-            conv(f"{name}.conv_shortcut", cout, cin, 1)
+    s = _Shapes()
+    conv, norm, resnet, attention = s.conv, s.norm, s.resnet, s.attention
 
     conv("encoder.conv_in", ch[0], cfg.get("in_channels", 3), 3)
     prev = ch[0]
@@ -159,16 +156,13 @@ def encoder_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...]]]:
     top = ch[-1]
     resnet("encoder.mid_block.resnets.0", top, top)
     if cfg.get("mid_block_add_attention", True):
-        a = "encoder.mid_block.attentions.0"
-        norm(f"{a}.group_norm", top)
-        for lin in ("to_q", "to_k", "to_v", "to_out.0"):
-            out.extend([(f"{a}.{lin}.weight", (top, top)), (f"{a}.{lin}.bias", (top,))])
+        attention("encoder.mid_block.attentions.0", top)
     resnet("encoder.mid_block.resnets.1", top, top)
     norm("encoder.conv_norm_out", top)
     conv("encoder.conv_out", 2 * lat, top, 3)
     if cfg.get("use_quant_conv", True):
         conv("quant_conv", 2 * lat, 2 * lat, 1)
-    return out
+    return s.out
 
 
 def random_decoder(cfg: dict, seed: int, shapes=decoder_shapes) -> dict[str, np.ndarray]:
