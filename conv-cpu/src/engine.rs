@@ -121,6 +121,14 @@ impl CpuConv {
         }
     }
 
+    /// The gemm crate's per-thread slabs a matrix product (candle's CPU matmul, the
+    /// attention of a VAE) may leave behind: one L2-sized slab for each of this engine's
+    /// threads and for the calling thread (small products run on it, unsplit). Kept by
+    /// the crate for the life of the thread, so a plan holds them apart from its peak.
+    pub fn matmul_gemm_crate_bytes(&self) -> usize {
+        (self.dispatcher().catalog().threads + 1) * gemm1x1::l2_slab_bytes()
+    }
+
     pub fn conv2d(
         &self,
         input: &Tensor,

@@ -20,9 +20,11 @@ use crate::blocks::Resnet;
 use crate::decoder::Decoder;
 use crate::encoder::Encoder;
 use crate::error::{Result, SdError};
+use crate::map_file::FileMap;
 use crate::ops;
 use rocm_vision::nn::{Conv2d, GroupNorm};
 use rocm_vision::{Conv2dParams, ConvEpilogue, DType, Device, GroupStats, GroupStatsAccumulator, Padding2d, Tensor};
+use std::path::PathBuf;
 
 /// Where a banded decode keeps a whole feature map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +33,9 @@ pub enum Home {
     /// Host memory; each band is copied to the device to be read, and back when written.
     /// On the CPU the same as `Device`.
     Host,
+    /// An unnamed file in [`Banding::disk_dir`] ([`crate::map_file`]); each band is read
+    /// from it and written to it. For a CPU run whose maps do not fit its memory budget.
+    Disk,
 }
 
 /// How a banded run goes: the plan's choices ([`crate::BandedPlan`]).
@@ -42,6 +47,8 @@ pub struct Banding {
     pub band_bytes: usize,
     /// Where each whole map lives, in the order the run makes them ([`MapSchedule`]).
     pub homes: Vec<Home>,
+    /// Where maps at [`Home::Disk`] are kept.
+    pub disk_dir: PathBuf,
 }
 
 /// Bands start and end on multiples of this many rows (but the map's last): the CPU's
@@ -81,8 +88,36 @@ pub struct MapSpec {
 
 /// A whole map and, once it is complete, its group statistics.
 struct Map {
-    t: Tensor,
+    data: MapData,
     stats: Option<GroupStats>,
+}
+
+/// Where a map's values are. Clones share them (a resnet's output written over its input).
+#[derive(Clone)]
+enum MapData {
+    Memory(Tensor),
+    Disk(FileMap),
+}
+
+impl Map {
+    fn dims(&self) -> Result<[usize; 4]> {
+        match &self.data {
+            MapData::Memory(t) => dims4(t),
+            MapData::Disk(f) => Ok(f.dims()),
+        }
+    }
+
+    /// What `observe` sees of the map: the map, or for one on disk (which is never read
+    /// whole) an empty `[1, C, 0, W]` tensor.
+    fn observed(&self) -> Result<Tensor> {
+        match &self.data {
+            MapData::Memory(t) => Ok(t.clone()),
+            MapData::Disk(f) => {
+                let [n, c, _, w] = f.dims();
+                Ok(Tensor::zeros(&[n, c, 0, w], f.dtype(), &Device::cpu())?)
+            }
+        }
+    }
 }
 
 /// The f16 overflow guard's rerun (after the output overflowed) checks each block and runs
@@ -125,20 +160,39 @@ impl<'a> BandedRun<'a> {
         let device = match self.next_home() {
             Home::Host => self.host.clone(),
             Home::Device => self.device().clone(),
+            Home::Disk => {
+                let file = FileMap::create(&self.banding.disk_dir, [c, h, w], self.dtype)?;
+                return Ok(Map { data: MapData::Disk(file), stats: None });
+            }
         };
-        Ok(Map { t: Tensor::zeros(&[1, c, h, w], self.dtype, &device)?, stats: None })
+        Ok(Map { data: MapData::Memory(Tensor::zeros(&[1, c, h, w], self.dtype, &device)?), stats: None })
     }
 
     /// Rows `[r0, r1)` of `m` on the device, contiguous. (On the CPU the move to the
     /// network's device only re-labels the tensor: its convolutions then round as that
     /// device says.)
     fn rows(&self, m: &Map, r0: usize, r1: usize) -> Result<Tensor> {
-        Ok(m.t.narrow(2, r0, r1 - r0)?.contiguous()?.to_device(self.device())?)
+        match &m.data {
+            MapData::Memory(t) => Ok(t.narrow(2, r0, r1 - r0)?.contiguous()?.to_device(self.device())?),
+            MapData::Disk(f) => f.read_rows(r0, r1, self.device()),
+        }
     }
 
     /// Writes `band` (on the device) into rows `r0..` of `m`.
     fn write(&self, m: &Map, r0: usize, band: &Tensor) -> Result<()> {
-        Ok(m.t.slice_set(&band.to_device(m.t.device())?, 2, r0)?)
+        match &m.data {
+            MapData::Memory(t) => Ok(t.slice_set(&band.to_device(t.device())?, 2, r0)?),
+            MapData::Disk(f) => f.write_rows(r0, band),
+        }
+    }
+
+    /// The whole of `m`: where it is, or read from disk onto the device.
+    fn whole(&self, m: Map) -> Result<Tensor> {
+        let [_, _, h, _] = m.dims()?;
+        match m.data {
+            MapData::Memory(t) => Ok(t),
+            MapData::Disk(_) => self.rows(&m, 0, h),
+        }
     }
 
     fn stats_of(m: &Map, what: &str) -> Result<GroupStats> {
@@ -166,11 +220,18 @@ impl<'a> BandedRun<'a> {
     /// each up block's output map.
     pub fn decode(mut self, dec: &Decoder, x: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
         let stats = GroupStats::of(&x, self.groups)?;
-        let t = match self.next_home() {
-            Home::Host if !self.device().is_cpu() => x.to_device(&self.host)?,
-            _ => x.to_device(self.device())?,
+        let data = match self.next_home() {
+            Home::Host if !self.device().is_cpu() => MapData::Memory(x.to_device(&self.host)?),
+            Home::Disk => {
+                let [_, c, h, w] = dims4(&x)?;
+                let file = FileMap::create(&self.banding.disk_dir, [c, h, w], self.dtype)?;
+                file.write_rows(0, &x)?;
+                MapData::Disk(file)
+            }
+            _ => MapData::Memory(x.to_device(self.device())?),
         };
-        let mut x = Map { t, stats: Some(stats) };
+        drop(x);
+        let mut x = Map { data, stats: Some(stats) };
         for (i, block) in dec.up_blocks().iter().enumerate() {
             for r in &block.resnets {
                 x = self.resnet(r, x)?;
@@ -178,7 +239,7 @@ impl<'a> BandedRun<'a> {
             if let Some(up) = &block.upsampler {
                 x = self.upsample_conv(up, x)?;
             }
-            observe(&format!("decoder.up_blocks.{i}"), &x.t);
+            observe(&format!("decoder.up_blocks.{i}"), &x.observed()?);
         }
         let image = self.norm_conv(dec.norm_out(), dec.conv_out(), x)?;
         self.check_made("decode")?;
@@ -190,9 +251,9 @@ impl<'a> BandedRun<'a> {
     /// down block's output, whole on the device (the mid block runs on it unbanded).
     /// `observe` sees each down block's output map.
     pub fn encode(mut self, enc: &Encoder, image: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
-        let image = Map { t: image.to_device(self.device())?, stats: None };
+        let image = Map { data: MapData::Memory(image.to_device(self.device())?), stats: None };
         let mut x = self.conv(enc.conv_in(), None, image)?;
-        observe("encoder.conv_in", &x.t);
+        observe("encoder.conv_in", &x.observed()?);
         for (i, block) in enc.down_blocks().iter().enumerate() {
             for r in &block.resnets {
                 x = self.resnet(r, x)?;
@@ -200,10 +261,10 @@ impl<'a> BandedRun<'a> {
             if let Some(down) = &block.downsampler {
                 x = self.downsample_conv(down, x)?;
             }
-            observe(&format!("encoder.down_blocks.{i}"), &x.t);
+            observe(&format!("encoder.down_blocks.{i}"), &x.observed()?);
         }
         self.check_made("encode")?;
-        Ok(x.t.to_device(self.device())?)
+        Ok(self.whole(x)?.to_device(self.device())?)
     }
 
     /// `conv(silu(norm(x)))` for output rows `[r0, r1)` of a 3x3 padding-1 `conv`, with
@@ -216,7 +277,7 @@ impl<'a> BandedRun<'a> {
         (r0, r1): (usize, usize),
         residual: Option<&Tensor>,
     ) -> Result<Tensor> {
-        let h = x.t.dims()[2];
+        let [_, _, h, _] = x.dims()?;
         let input = self.rows(x, r0.saturating_sub(1), (r1 + 1).min(h))?;
         let normed = match norm {
             Some(n) => n.forward_silu_with_stats(&input, &Self::stats_of(x, "a norm's input")?)?,
@@ -232,7 +293,7 @@ impl<'a> BandedRun<'a> {
     /// a halo); the output is written over the input when the channels stay (a band's
     /// residual is read before its rows are overwritten, and no later band reads them).
     fn resnet(&mut self, r: &Resnet, x: Map) -> Result<Map> {
-        let [_, cin, h, w] = dims4(&x.t)?;
+        let [_, cin, h, w] = x.dims()?;
         let cout = r.conv1.weight.dims()[0];
         let rows = self.band_rows(cin, cout, w);
         let mut h1 = self.new_map(cout, h, w)?;
@@ -244,7 +305,7 @@ impl<'a> BandedRun<'a> {
         }
         h1.stats = Some(acc.finish()?);
         let mut out =
-            if r.shortcut.is_some() { self.new_map(cout, h, w)? } else { Map { t: x.t.clone(), stats: None } };
+            if r.shortcut.is_some() { self.new_map(cout, h, w)? } else { Map { data: x.data.clone(), stats: None } };
         let mut acc = GroupStatsAccumulator::new(cout, self.groups, self.device())?;
         let rows = self.band_rows(cout, cout, w);
         for band in bands(h, rows) {
@@ -272,7 +333,7 @@ impl<'a> BandedRun<'a> {
 
     /// `ops::upsample2x_conv3x3` from a whole map into a whole map, band by band.
     fn upsample_conv(&mut self, conv: &Conv2d, x: Map) -> Result<Map> {
-        let [_, c, h, w] = dims4(&x.t)?;
+        let [_, c, h, w] = x.dims()?;
         let k = conv.weight.dims()[0];
         let (oh, ow) = (2 * h, 2 * w);
         let mut out = self.new_map(k, oh, ow)?;
@@ -299,7 +360,7 @@ impl<'a> BandedRun<'a> {
     /// `conv(silu(norm(x)))` (`conv(x)` without a norm) into a new map, band by band,
     /// gathering its statistics: the encoder's conv_in.
     fn conv(&mut self, conv: &Conv2d, norm: Option<&GroupNorm>, x: Map) -> Result<Map> {
-        let [_, c, h, w] = dims4(&x.t)?;
+        let [_, c, h, w] = x.dims()?;
         let k = conv.weight.dims()[0];
         let mut out = self.new_map(k, h, w)?;
         let mut acc = GroupStatsAccumulator::new(k, self.groups, self.device())?;
@@ -317,7 +378,7 @@ impl<'a> BandedRun<'a> {
     /// output rows `[r0, r1)` read input rows `[2 r0, 2 r1 + 1)`, the last band the
     /// padding row.
     fn downsample_conv(&mut self, conv: &Conv2d, x: Map) -> Result<Map> {
-        let [_, c, h, w] = dims4(&x.t)?;
+        let [_, c, h, w] = x.dims()?;
         let k = conv.weight.dims()[0];
         let (oh, ow) = (h / 2, w / 2);
         let mut out = self.new_map(k, oh, ow)?;
@@ -335,7 +396,7 @@ impl<'a> BandedRun<'a> {
 
     /// The output layers (norm_out + SiLU + conv_out) into the image map.
     fn norm_conv(&mut self, norm: &GroupNorm, conv: &Conv2d, x: Map) -> Result<Tensor> {
-        let [_, c, h, w] = dims4(&x.t)?;
+        let [_, c, h, w] = x.dims()?;
         let k = conv.weight.dims()[0];
         let image = self.new_map(k, h, w)?;
         let rows = self.band_rows(c, k, w);
@@ -343,7 +404,7 @@ impl<'a> BandedRun<'a> {
             let y = self.norm_conv_band(&x, Some(norm), conv, band, None)?;
             self.write(&image, band.0, &y)?;
         }
-        Ok(image.t)
+        self.whole(image)
     }
 }
 

@@ -47,28 +47,51 @@ pub struct BandedPlan {
     pub device_peak: usize,
     /// The most host memory the maps kept there take at once.
     pub host_peak: usize,
+    /// The most disk the maps kept there take at once (a CPU run under a budget its maps
+    /// do not fit).
+    pub disk_peak: usize,
     /// Whether `device_peak` fits the budget (always with no budget).
     pub fits: bool,
 }
 
+impl BandedPlan {
+    /// The plan with its maps on disk (if any) in `dir` instead of the temporary
+    /// directory.
+    pub fn with_disk_dir(mut self, dir: std::path::PathBuf) -> BandedPlan {
+        self.banding.disk_dir = dir;
+        self
+    }
+}
+
 impl fmt::Display for BandedPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let on_host = self.banding.homes.iter().filter(|h| **h == Home::Host).count();
+        let count = |home| self.banding.homes.iter().filter(|h| **h == home).count();
+        let maps = self.banding.homes.len();
         write!(
             f,
-            "banded exact {} {}x{} {:?}: device peak {} (weights {}), host {} ({} of {} maps in host memory); \
-             bands of {} rows at full size",
+            "banded exact {} {}x{} {:?}: device peak {} (weights {}), ",
             self.run,
             self.width,
             self.height,
             self.dtype,
             format_bytes(self.device_peak),
             format_bytes(self.weights),
-            format_bytes(self.host_peak),
-            on_host,
-            self.banding.homes.len(),
-            self.top_band_rows,
         )?;
+        match count(Home::Disk) {
+            0 => write!(
+                f,
+                "host {} ({} of {maps} maps in host memory)",
+                format_bytes(self.host_peak),
+                count(Home::Host)
+            )?,
+            n => write!(
+                f,
+                "disk {} ({n} of {maps} maps in files in {})",
+                format_bytes(self.disk_peak),
+                self.banding.disk_dir.display()
+            )?,
+        }
+        write!(f, "; bands of {} rows at full size", self.top_band_rows)?;
         match self.budget {
             Some(b) if self.fits => write!(f, "; fits the budget of {}", format_bytes(b)),
             Some(b) => write!(f, "; does not fit the budget of {}: raise the budget", format_bytes(b)),
@@ -164,13 +187,14 @@ fn plan(
         None => DEFAULT_BAND_BYTES,
         Some(b) => (b.saturating_sub(weights + base) / 4).clamp(MIN_BAND_BYTES, DEFAULT_BAND_BYTES),
     };
-    // Room for maps on the device beside the weights, the base and one band. A CPU has
-    // one memory: every map is "on the device".
+    // Room for maps on the device beside the weights, the base and one band; the rest go
+    // to host memory, or on a CPU (one memory: "the device") to disk.
     let room = match budget {
-        Some(b) if !device.is_cpu() => b.saturating_sub(weights + base + band_bytes),
-        _ => usize::MAX,
+        Some(b) => b.saturating_sub(weights + base + band_bytes),
+        None => usize::MAX,
     };
-    let walk = place(schedule, &|m| map_bytes(device, dtype, m), room);
+    let overflow = if device.is_cpu() { Home::Disk } else { Home::Host };
+    let walk = place(schedule, &|m| map_bytes(device, dtype, m), room, overflow);
     // The largest band any layer runs (its rows within the map, with the halo).
     let band_set = schedule
         .maps
@@ -189,11 +213,12 @@ fn plan(
         height,
         dtype,
         budget,
-        banding: Banding { band_bytes, homes: walk.homes },
+        banding: Banding { band_bytes, homes: walk.homes, disk_dir: std::env::temp_dir() },
         top_band_rows: band_rows(band_bytes, full_channels, full_channels, full.w, dtype).min(full.h),
         weights,
         device_peak,
-        host_peak: walk.host_peak,
+        host_peak: if overflow == Home::Host { walk.overflow_peak } else { 0 },
+        disk_peak: if overflow == Home::Disk { walk.overflow_peak } else { 0 },
         fits: budget.is_none_or(|b| device_peak <= b),
     }
 }
@@ -201,37 +226,44 @@ fn plan(
 struct Placement {
     homes: Vec<Home>,
     device_peak: usize,
-    host_peak: usize,
+    /// The peak of the maps placed at the overflow home.
+    overflow_peak: usize,
 }
 
 /// Places each map as the schedule makes it: on the device while the live device maps and
-/// it fit in `room`, else in host memory.
-fn place(schedule: &MapSchedule, bytes: &dyn Fn(&MapSpec) -> usize, room: usize) -> Placement {
+/// it fit in `room`, else at `overflow` (host memory or disk). A map on disk is read back
+/// whole when the run ends with it, so the maps the schedule never frees (the run's
+/// output) stay on the device when the overflow is disk.
+fn place(schedule: &MapSchedule, bytes: &dyn Fn(&MapSpec) -> usize, room: usize, overflow: Home) -> Placement {
+    let freed: Vec<bool> =
+        (0..schedule.maps.len()).map(|i| schedule.events.iter().any(|e| *e == MapEvent::Free(i))).collect();
     let mut homes: Vec<Home> = Vec::with_capacity(schedule.maps.len());
-    let (mut device, mut host, mut device_peak, mut host_peak) = (0usize, 0usize, 0usize, 0usize);
+    let (mut device, mut spilled, mut device_peak, mut overflow_peak) = (0usize, 0usize, 0usize, 0usize);
     for event in &schedule.events {
         match *event {
             MapEvent::Make(i) => {
                 let n = bytes(&schedule.maps[i]);
-                let home = if device + n <= room { Home::Device } else { Home::Host };
-                match home {
-                    Home::Device => device += n,
-                    Home::Host => host += n,
+                let stays = device + n <= room || (overflow == Home::Disk && !freed[i]);
+                if stays {
+                    device += n;
+                    homes.push(Home::Device);
+                } else {
+                    spilled += n;
+                    homes.push(overflow);
                 }
                 device_peak = device_peak.max(device);
-                host_peak = host_peak.max(host);
-                homes.push(home);
+                overflow_peak = overflow_peak.max(spilled);
             }
             MapEvent::Free(i) => {
                 let n = bytes(&schedule.maps[i]);
                 match homes[i] {
                     Home::Device => device -= n,
-                    Home::Host => host -= n,
+                    _ => spilled -= n,
                 }
             }
         }
     }
-    Placement { homes, device_peak, host_peak }
+    Placement { homes, device_peak, overflow_peak }
 }
 
 #[cfg(test)]
@@ -245,34 +277,41 @@ mod tests {
         let schedule = decoder_schedule(&config, (512, 512));
         let maps = &schedule.maps;
         let bytes = |m: &MapSpec| m.channels * m.h * m.w * 2;
-        let all = place(&schedule, &bytes, usize::MAX);
+        let all = place(&schedule, &bytes, usize::MAX, Home::Host);
         assert!(all.homes.iter().all(|h| *h == Home::Device));
-        assert_eq!(all.host_peak, 0);
-        let none = place(&schedule, &bytes, 0);
+        assert_eq!(all.overflow_peak, 0);
+        let none = place(&schedule, &bytes, 0, Home::Host);
         assert!(none.homes.iter().all(|h| *h == Home::Host));
         assert_eq!(none.device_peak, 0);
-        assert_eq!(none.host_peak, all.device_peak, "the same maps, all on one side");
+        assert_eq!(none.overflow_peak, all.device_peak, "the same maps, all on one side");
         let largest = maps.iter().map(bytes).max().unwrap();
         for room in [largest / 2, largest, 2 * largest, 3 * largest] {
-            let p = place(&schedule, &bytes, room);
+            let p = place(&schedule, &bytes, room, Home::Host);
             assert!(p.device_peak <= room, "room {room}: device peak {}", p.device_peak);
             assert_eq!(p.homes.len(), maps.len());
             // Everything that left the device went to the host, nothing more.
-            assert!(p.host_peak <= all.device_peak);
+            assert!(p.overflow_peak <= all.device_peak);
         }
         // The 4096² decode's largest map (the last upsampler's, 256 channels at full size,
         // 8 GiB in f16) cannot stay beside the next resnet's two 4 GiB maps in 14 GiB.
-        let p = place(&schedule, &bytes, 14 << 30);
+        let p = place(&schedule, &bytes, 14 << 30, Home::Host);
         let i = maps.iter().position(|m| m.name == "decoder.up_blocks.2.upsamplers.0").unwrap();
         assert_eq!(maps[i].channels * maps[i].h * maps[i].w * 2, 8 << 30);
         assert!(p.homes.contains(&Home::Host) && p.device_peak <= 14 << 30);
     }
 
     #[test]
-    fn the_cpu_plan_keeps_every_map_in_its_one_memory_and_checks_the_size() {
+    fn the_cpu_plan_keeps_maps_in_memory_while_they_fit_then_on_disk_and_checks_the_size() {
         let config = Model::Sd.config();
         let p = Decoder::plan_banded(&config, &Device::cpu(), (512, 256), DType::F32, Some(8 << 30)).unwrap();
-        assert!(p.banding.homes.iter().all(|h| *h == Home::Device) && p.host_peak == 0);
+        assert!(p.banding.homes.iter().all(|h| *h == Home::Device) && p.host_peak == 0 && p.disk_peak == 0);
+        // 4096² f32: one full-size map of 128 channels is 8 GiB, so 8 GB of RAM needs disk.
+        let big = Decoder::plan_banded(&config, &Device::cpu(), (4096, 4096), DType::F32, Some(8_000_000_000)).unwrap();
+        assert!(big.fits && big.device_peak <= 8_000_000_000, "{big}");
+        assert!(big.banding.homes.contains(&Home::Disk) && !big.banding.homes.contains(&Home::Host), "{big}");
+        assert_eq!(big.banding.homes.last(), Some(&Home::Device), "the image is read back whole: kept in memory");
+        assert!(big.disk_peak >= 2 * (8 << 30) && big.host_peak == 0, "{big}");
+        assert!(big.to_string().contains("maps in files in"), "{big}");
         assert_eq!(p.banding.homes.len(), decoder_schedule(&config, (32, 64)).maps.len());
         assert!(p.fits && p.device_peak > p.weights, "{p}");
         let e = Decoder::plan_banded(&config, &Device::cpu(), (500, 256), DType::F32, None).unwrap_err();

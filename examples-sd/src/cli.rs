@@ -90,6 +90,23 @@ pub struct VaeArgs {
     /// version. Without it nothing is timed; stored winners are used either way.
     #[arg(long, value_name = "SECONDS")]
     pub tune: Option<f64>,
+    /// Where a banded run on the CPU keeps the feature maps that do not fit --vram-budget
+    /// (a 4096² f32 decode in 8 GB: ~35 GB at most, in unnamed files the system removes
+    /// when the run ends, however it ends). Default: the system's temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub scratch_dir: Option<PathBuf>,
+}
+
+impl VaeArgs {
+    /// `--scratch-dir`, else the temporary directory; a usage error unless it is a
+    /// directory.
+    pub fn scratch_dir(&self) -> Result<PathBuf> {
+        let dir = self.scratch_dir.clone().unwrap_or_else(std::env::temp_dir);
+        if !dir.is_dir() {
+            return Err(usage(format!("--scratch-dir {}: not a directory", dir.display())));
+        }
+        Ok(dir)
+    }
 }
 
 /// `--tune SECONDS`: starts the tuning run on `device` (a usage error for a bad limit or

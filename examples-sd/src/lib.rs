@@ -28,6 +28,7 @@ pub mod encoder;
 pub mod error;
 pub mod io;
 pub mod layout;
+mod map_file;
 pub mod memory;
 pub mod npy;
 pub mod ops;

@@ -34,9 +34,10 @@ pub struct DecodePlan {
     /// Peak bytes the decode adds on top of the weights and the latents: activations, the
     /// decoder's scratch and the convolutions' workspace.
     pub decode_peak: usize,
-    /// CPU only: the largest of the gemm crate's own buffers a convolution uses (its
-    /// per-thread packing slabs, allocated on the first decode and kept; its operand
-    /// packing; `CpuConv::gemm_crate_bytes`, an upper bound), so not part of
+    /// CPU only: the largest of the gemm crate's own buffers a convolution or the
+    /// attention's matrix products use (its per-thread packing slabs, allocated on the
+    /// first decode and kept; its operand packing; `CpuConv::gemm_crate_bytes` and
+    /// `CpuConv::matmul_gemm_crate_bytes`, upper bounds), so not part of
     /// `decode_peak`. 0 on ROCm, where every workspace is allocated per convolution and is
     /// in `decode_peak`.
     pub engine_scratch: usize,
@@ -533,6 +534,10 @@ pub(crate) fn attention(s: &mut Walk, x: usize, c: usize, t: usize, max_score_by
         s.free(y);
         b
     };
+    if s.device.is_cpu() {
+        // The products run in the gemm crate, whose per-thread slabs outlive them.
+        s.retained = s.retained.max(s.device.cpu_conv().matmul_gemm_crate_bytes());
+    }
     let q = lin(s);
     let k = lin(s);
     let kt = s.alloc(m);

@@ -21,7 +21,7 @@ fn decode(dec: &Decoder, z: &Tensor) -> Vec<f32> {
 }
 
 /// A banding whose band height at the full-size layers is `rows` (their channels and
-/// width), every map at `home` (alternating when `None`).
+/// width), every map at `home` (the three in turn when `None`).
 fn banding(dec: &Decoder, (h, w): (usize, usize), rows: usize, home: Option<Home>) -> Banding {
     let c = dec.config();
     let maps = decoder_schedule(c, (h, w)).maps;
@@ -32,8 +32,8 @@ fn banding(dec: &Decoder, (h, w): (usize, usize), rows: usize, home: Option<Home
     let per_row = top.w * (4 * c0 * e + 2 * c0 * 4);
     let band_bytes = (rows + 2) * per_row;
     assert_eq!(band_rows(band_bytes, c0, c0, top.w, dec.dtype()), rows);
-    let homes = (0..maps.len()).map(|i| home.unwrap_or(if i % 2 == 0 { Home::Host } else { Home::Device })).collect();
-    Banding { band_bytes, homes }
+    let homes = (0..maps.len()).map(|i| home.unwrap_or([Home::Host, Home::Device, Home::Disk][i % 3])).collect();
+    Banding { band_bytes, homes, disk_dir: std::env::temp_dir() }
 }
 
 #[test]
@@ -47,7 +47,7 @@ fn banded_decodes_equal_the_unbanded_one_bit_for_bit_under_size_independent_roun
         let whole = decode(&dec, &z);
         assert!(whole.iter().all(|v| v.is_finite()), "{model} {dtype:?}: unbanded decode not finite");
         let top_h = decoder_schedule(dec.config(), (h, w)).maps.last().unwrap().h;
-        for (rows, home) in [(4, None), (8, Some(Home::Device)), (12, Some(Home::Host))] {
+        for (rows, home) in [(4, None), (8, Some(Home::Device)), (12, Some(Home::Host)), (4, Some(Home::Disk))] {
             assert!(top_h.div_ceil(rows) >= 4, "{rows} rows must give at least 4 bands");
             dec.set_banding(Some(banding(&dec, (h, w), rows, home)));
             let banded = decode(&dec, &z);
@@ -91,8 +91,8 @@ fn encoder_banding(enc: &Encoder, (h, w): (usize, usize), rows: usize, home: Opt
     let band_bytes = (rows + 2) * w * (4 * c0 * e + 2 * c0 * 4);
     assert_eq!(band_rows(band_bytes, c0, c0, w, enc.dtype()), rows);
     let n = encoder_schedule(enc.config(), (h, w)).maps.len();
-    let homes = (0..n).map(|i| home.unwrap_or(if i % 2 == 0 { Home::Host } else { Home::Device })).collect();
-    Banding { band_bytes, homes }
+    let homes = (0..n).map(|i| home.unwrap_or([Home::Host, Home::Device, Home::Disk][i % 3])).collect();
+    Banding { band_bytes, homes, disk_dir: std::env::temp_dir() }
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn banded_encodes_equal_the_unbanded_one_bit_for_bit_under_size_independent_roun
         let t = tensors(&format!("{model}_encode_48x80.safetensors"));
         let whole = enc.encode(&t["image"], &mut |_, _| {}).expect("encode");
         let whole: Vec<f32> = whole.mean.to_vec().unwrap();
-        for (rows, home) in [(4, None), (8, Some(Home::Host)), (12, Some(Home::Device))] {
+        for (rows, home) in [(4, None), (8, Some(Home::Host)), (12, Some(Home::Device)), (8, Some(Home::Disk))] {
             enc.set_banding(Some(encoder_banding(&enc, (48, 80), rows, home)));
             let banded: Vec<f32> =
                 enc.encode(&t["image"], &mut |_, _| {}).expect("banded encode").mean.to_vec().unwrap();

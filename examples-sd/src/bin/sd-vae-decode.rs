@@ -115,7 +115,11 @@ fn run_plan(args: &Args, config: &VaeConfig, dtype: DType, device: &Device, budg
     })?;
     println!("{plan}");
     if !plan.fits || args.banded {
-        println!("{}", Decoder::plan_banded(config, &device, (width, height), dtype, budget)?);
+        println!(
+            "{}",
+            Decoder::plan_banded(config, &device, (width, height), dtype, budget)?
+                .with_disk_dir(args.setup.scratch_dir()?)
+        );
     }
     Ok(())
 }
@@ -198,7 +202,8 @@ fn run(args: Args) -> Result<()> {
                 _ => String::new(),
             };
             let planning = run_device(probe.clone(), None, budget)?;
-            let b = Decoder::plan_banded(&config, &planning, (w * up, h * up), dtype, budget)?;
+            let b = Decoder::plan_banded(&config, &planning, (w * up, h * up), dtype, budget)?
+                .with_disk_dir(args.setup.scratch_dir()?);
             if !b.fits {
                 return Err(usage(format!("{whole}in bands: {b}")));
             }
@@ -310,8 +315,9 @@ fn run(args: Args) -> Result<()> {
         write_png(&images.narrow(0, i, 1)?, path, args.force)?;
     }
     let mut peak = cli::peak_line(&device);
-    if banded.is_some() && !device.is_cpu() {
-        // A banded decode keeps maps in host memory: the process's peak says how much.
+    if banded.is_some() {
+        // A banded decode keeps maps in host memory (on the CPU: in its budget, the rest
+        // on disk): the process's peak says how much memory it held.
         let rss = examples_sd::peak_rss_bytes().map_or("unknown".to_string(), format_bytes);
         peak = format!("{peak}; peak RSS {rss}");
     }

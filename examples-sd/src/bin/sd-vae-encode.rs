@@ -112,7 +112,11 @@ fn run_plan(args: &Args, config: &VaeConfig, dtype: DType, device: &Device, budg
     })?;
     println!("{plan}");
     if !plan.fits || args.banded {
-        println!("{}", Encoder::plan_banded(config, &device, (width, height), dtype, budget)?);
+        println!(
+            "{}",
+            Encoder::plan_banded(config, &device, (width, height), dtype, budget)?
+                .with_disk_dir(args.setup.scratch_dir()?)
+        );
     }
     Ok(())
 }
@@ -213,7 +217,8 @@ fn run(args: Args) -> Result<()> {
                 (DeviceKind::Rocm(i), Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
                 _ => probe.clone(),
             };
-            let b = Encoder::plan_banded(&config, &planning, (width, height), dtype, budget)?;
+            let b = Encoder::plan_banded(&config, &planning, (width, height), dtype, budget)?
+                .with_disk_dir(args.setup.scratch_dir()?);
             if !b.fits {
                 return Err(usage(format!("{whole}in bands: {b}")));
             }
@@ -309,8 +314,9 @@ fn run(args: Args) -> Result<()> {
         t0.elapsed().as_secs_f64(),
         if repeat > 1 { format!(", median of encodes 2..{repeat}") } else { String::new() },
         match banded {
-            // A banded encode keeps maps in host memory: the process's peak says how much.
-            Some(_) if !device.is_cpu() => format!(
+            // A banded encode keeps maps in host memory (on the CPU: in its budget, the
+            // rest on disk): the process's peak says how much memory it held.
+            Some(_) => format!(
                 "{}; peak RSS {}",
                 cli::peak_line(&device),
                 examples_sd::peak_rss_bytes().map_or("unknown".to_string(), format_bytes)
