@@ -40,6 +40,8 @@ stage test test --no-run -p examples-sr --test gpu_tiling
 stage test test --no-run -p examples-sd --test f16_overflow
 # Issue 15.2: the encoder against diffusers on the device, and its 1024² f16 peak (<= 1.6 GB).
 stage test test --no-run -p examples-sd --test gpu_encoder
+# Issue 30: banded == unbanded on the device (size-independent rounding; device, host, disk maps).
+stage test test --no-run -p examples-sd --test gpu_banded
 # MIOpen as a conv algorithm (issue 8), through the test library's cuDNN mapping.
 stage test test --no-run -p rocm-backend --features miopen --test gpu_miopen
 # Test binaries whose CPU cases do not belong on the GPU host are staged as extra-*:

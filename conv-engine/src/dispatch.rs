@@ -51,9 +51,9 @@ pub enum ConvRounding {
     /// dilation, dtype), never on the spatial size, the chunking or the budget: an output
     /// computed on a crop of the input equals the same output of the whole map bit for
     /// bit. What lossless tiling needs. On ROCm: the implicit GEMM without split-K (any
-    /// tile configuration sums each output in the same order), or direct convolution when
-    /// its workspace does not fit; no library GEMM (rocBLAS and MIOpen pick kernels by
-    /// size). On the CPU: the implicit GEMM, Winograd (its tile chosen by channels, its
+    /// tile configuration sums each output in the same order), chunked to fit the budget,
+    /// else an error; not direct convolution (another order) and no library GEMM (rocBLAS
+    /// and MIOpen pick kernels by size). On the CPU: the implicit GEMM, Winograd (its tile chosen by channels, its
     /// transform grid the tiler's to align), the vectorised direct convolution and
     /// `Gemm1x1`'s transposed form (all on the engine's microkernels), chosen without their
     /// fixed per-call costs; not the gemm crate.

@@ -10,6 +10,9 @@
 //! ```sh
 //! cargo bench -p examples-sd --bench decode_cpu            # 512² (64x64 latent)
 //! cargo bench -p examples-sd --bench decode_cpu -- --size 256
+//! # only write the weights and the latent (z.safetensors) into DIR, for sd-vae-decode
+//! # (scripts/cpu-any-size.sh):
+//! cargo bench -p examples-sd --bench decode_cpu -- --size 4096 --write-inputs DIR
 //! ```
 
 use anyhow::{Context, Result, bail};
@@ -42,7 +45,32 @@ fn main() -> Result<()> {
     if size == 0 || size % 8 != 0 {
         bail!("--size must be a positive multiple of 8, got {size}");
     }
-    parent(size)
+    match args.iter().position(|a| a == "--write-inputs") {
+        Some(i) => {
+            let dir = PathBuf::from(args.get(i + 1).context("--write-inputs DIR")?);
+            std::fs::create_dir_all(&dir)?;
+            let (weights, latent) = write_inputs(&dir, size)?;
+            println!("wrote {} and {}", weights.display(), latent.display());
+            Ok(())
+        }
+        None => parent(size),
+    }
+}
+
+/// The seeded random weights (diffusers layout) and the decoder input of a `size`² decode
+/// in `dir`: `(weights, latent)`.
+fn write_inputs(dir: &Path, size: usize) -> Result<(PathBuf, PathBuf)> {
+    let config = Model::Sd.config();
+    let lat = size / 8;
+    let weights = dir.join("sd_vae_random_diffusers.safetensors");
+    let latent = dir.join("z.safetensors");
+    candle_core::safetensors::save(&random_weights(&config), &weights)?;
+    // The decoder input z (already divided by the scaling factor), the same for both.
+    let mut rng = StdRng::seed_from_u64(SEED + 1);
+    let z: Vec<f32> = (0..4 * lat * lat).map(|_| rng.random_range(-1.7f32..1.7) / 0.18215).collect();
+    let z = CTensor::from_vec(z, (1, 4, lat, lat), &CDevice::Cpu)?;
+    candle_core::safetensors::save(&[("z".to_string(), z)].into_iter().collect(), &latent)?;
+    Ok((weights, latent))
 }
 
 /// Seeded random weights with the fixtures' statistics (conv/linear variance 1/fan_in,
@@ -72,15 +100,8 @@ fn parent(size: usize) -> Result<()> {
     let lat = size / 8;
     let dir = std::env::temp_dir().join(format!("examples-sd-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let weights = dir.join("sd_vae_random_diffusers.safetensors");
-    let latent = dir.join("z.safetensors");
     let t = Instant::now();
-    candle_core::safetensors::save(&random_weights(&config), &weights)?;
-    // The decoder input z (already divided by the scaling factor), the same for both.
-    let mut rng = StdRng::seed_from_u64(SEED + 1);
-    let z: Vec<f32> = (0..4 * lat * lat).map(|_| rng.random_range(-1.7f32..1.7) / 0.18215).collect();
-    let z = CTensor::from_vec(z, (1, 4, lat, lat), &CDevice::Cpu)?;
-    candle_core::safetensors::save(&[("z".to_string(), z)].into_iter().collect(), &latent)?;
+    let (weights, latent) = write_inputs(&dir, size)?;
     println!(
         "SD VAE decoder, random weights ({} parameters, {}), latent 1x4x{lat}x{lat} → {size}x{size}, f32, CPU ({} threads); written in {:.1} s",
         config.decoder_param_count(),

@@ -60,15 +60,25 @@ pub const BAND_ALIGN: usize = rocm_vision::conv_cpu::WINOGRAD_GRID;
 /// Output rows per band of a layer from `cin` to `cout` channels, `w` pixels wide, in
 /// `dtype`, within `band_bytes`: a multiple of [`BAND_ALIGN`], at least one.
 pub fn band_rows(band_bytes: usize, cin: usize, cout: usize, w: usize, dtype: DType) -> usize {
-    let rows = (band_bytes / band_row_bytes(cin, cout, w, dtype).max(1)).saturating_sub(2);
+    let rows = (band_bytes.saturating_sub(band_fixed_bytes(cin, cout, dtype))
+        / band_row_bytes(cin, cout, w, dtype).max(1))
+    .saturating_sub(2);
     (rows / BAND_ALIGN * BAND_ALIGN).max(BAND_ALIGN)
 }
 
 /// A band's working bytes per output row: its input rows and their normalised copy, the
-/// output rows and a residual's, and the output's f32 copy and squares for the statistics.
+/// convolution's packed copy of them (the implicit GEMM's NHWC band: without room for it
+/// the dispatcher falls back to direct convolution, ~20x slower on the H100), the output
+/// rows and a residual's, and the output's f32 copy and squares for the statistics.
 pub fn band_row_bytes(cin: usize, cout: usize, w: usize, dtype: DType) -> usize {
     let e = dtype.size_in_bytes();
-    w * (2 * cin * e + 2 * cout * e + 2 * cout * 4)
+    w * (3 * cin * e + 2 * cout * e + 2 * cout * 4)
+}
+
+/// The convolution's workspace a band needs besides its rows: the implicit GEMM's packed
+/// weights of a 3x3 layer from `cin` to `cout` channels.
+pub fn band_fixed_bytes(cin: usize, cout: usize, dtype: DType) -> usize {
+    9 * cin * cout * dtype.size_in_bytes()
 }
 
 /// The bands `[r0, r1)` of `h` output rows, `rows` at a time.

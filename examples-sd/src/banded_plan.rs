@@ -9,7 +9,8 @@
 //! holds at most the budget whatever the image size, and host memory takes the rest.
 
 use crate::banded::{
-    Banding, Home, MapEvent, MapSchedule, MapSpec, band_row_bytes, band_rows, decoder_schedule, encoder_schedule,
+    Banding, Home, MapEvent, MapSchedule, MapSpec, band_fixed_bytes, band_row_bytes, band_rows, decoder_schedule,
+    encoder_schedule,
 };
 use crate::config::VaeConfig;
 use crate::decoder::{Decoder, ScratchCaps};
@@ -202,6 +203,7 @@ fn plan(
         .map(|p| {
             let (c, m) = (p[0].channels.max(p[1].channels), &p[1]);
             (band_rows(band_bytes, c, c, m.w, dtype).min(m.h) + 2) * band_row_bytes(c, c, m.w, dtype)
+                + band_fixed_bytes(c, c, dtype)
         })
         .max()
         .unwrap_or(0);

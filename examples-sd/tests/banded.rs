@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use examples_sd::Encoder;
-use examples_sd::banded::{band_rows, decoder_schedule, encoder_schedule};
-use examples_sd::{Banding, Decoder, Home};
+use examples_sd::banded::decoder_schedule;
+use examples_sd::{Decoder, Home};
 use rocm_vision::{ConvRounding, DType, Device, Tensor};
 
 fn latents(dec: &Decoder, h: usize, w: usize, seed: u64) -> Tensor {
@@ -18,22 +18,6 @@ fn latents(dec: &Decoder, h: usize, w: usize, seed: u64) -> Tensor {
 
 fn decode(dec: &Decoder, z: &Tensor) -> Vec<f32> {
     dec.decode(z, &mut |_, _| {}).expect("decode").to_vec().unwrap()
-}
-
-/// A banding whose band height at the full-size layers is `rows` (their channels and
-/// width), every map at `home` (the three in turn when `None`).
-fn banding(dec: &Decoder, (h, w): (usize, usize), rows: usize, home: Option<Home>) -> Banding {
-    let c = dec.config();
-    let maps = decoder_schedule(c, (h, w)).maps;
-    let top = maps.last().unwrap();
-    let c0 = c.block_out_channels[0];
-    let e = dec.dtype().size_in_bytes();
-    // band_rows' own per-row bytes, for a layer of c0 channels at the full width.
-    let per_row = top.w * (4 * c0 * e + 2 * c0 * 4);
-    let band_bytes = (rows + 2) * per_row;
-    assert_eq!(band_rows(band_bytes, c0, c0, top.w, dec.dtype()), rows);
-    let homes = (0..maps.len()).map(|i| home.unwrap_or([Home::Host, Home::Device, Home::Disk][i % 3])).collect();
-    Banding { band_bytes, homes, disk_dir: std::env::temp_dir() }
 }
 
 #[test]
@@ -82,17 +66,6 @@ fn a_banding_for_another_size_is_an_error_not_a_wrong_image() {
     dec.set_banding(Some(b));
     let e = dec.decode(&latents(&dec, 4, 4, 1), &mut |_, _| {}).unwrap_err().to_string();
     assert!(e.contains("plan placed"), "{e}");
-}
-
-/// An encoder banding with bands of `rows` rows at the full-size layers.
-fn encoder_banding(enc: &Encoder, (h, w): (usize, usize), rows: usize, home: Option<Home>) -> Banding {
-    let c0 = enc.config().block_out_channels[0];
-    let e = enc.dtype().size_in_bytes();
-    let band_bytes = (rows + 2) * w * (4 * c0 * e + 2 * c0 * 4);
-    assert_eq!(band_rows(band_bytes, c0, c0, w, enc.dtype()), rows);
-    let n = encoder_schedule(enc.config(), (h, w)).maps.len();
-    let homes = (0..n).map(|i| home.unwrap_or([Home::Host, Home::Device, Home::Disk][i % 3])).collect();
-    Banding { band_bytes, homes, disk_dir: std::env::temp_dir() }
 }
 
 #[test]

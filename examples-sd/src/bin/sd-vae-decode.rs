@@ -315,9 +315,9 @@ fn run(args: Args) -> Result<()> {
         write_png(&images.narrow(0, i, 1)?, path, args.force)?;
     }
     let mut peak = cli::peak_line(&device);
-    if banded.is_some() {
-        // A banded decode keeps maps in host memory (on the CPU: in its budget, the rest
-        // on disk): the process's peak says how much memory it held.
+    if banded.is_some() && !device.is_cpu() {
+        // A banded decode keeps maps in host memory: the process's peak says how much.
+        // (On the CPU the peak line is the peak RSS already.)
         let rss = examples_sd::peak_rss_bytes().map_or("unknown".to_string(), format_bytes);
         peak = format!("{peak}; peak RSS {rss}");
     }

@@ -314,9 +314,9 @@ fn run(args: Args) -> Result<()> {
         t0.elapsed().as_secs_f64(),
         if repeat > 1 { format!(", median of encodes 2..{repeat}") } else { String::new() },
         match banded {
-            // A banded encode keeps maps in host memory (on the CPU: in its budget, the
-            // rest on disk): the process's peak says how much memory it held.
-            Some(_) => format!(
+            // A banded encode keeps maps in host memory: the process's peak says how much.
+            // (On the CPU the peak line is the peak RSS already.)
+            Some(_) if !device.is_cpu() => format!(
                 "{}; peak RSS {}",
                 cli::peak_line(&device),
                 examples_sd::peak_rss_bytes().map_or("unknown".to_string(), format_bytes)

@@ -3,7 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
-use examples_sd::{Decoder, Encoder, VaeConfig};
+use examples_sd::banded::{band_fixed_bytes, band_row_bytes, band_rows, decoder_schedule, encoder_schedule};
+use examples_sd::{Banding, Decoder, Encoder, Home, VaeConfig};
 use rocm_vision::{DType, Device, Tensor, Weights};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -85,4 +86,27 @@ pub use test_support::skipped;
 /// `ROCM_VISION_REQUIRE_GPU=1` (the GPU tier) a missing device fails the test instead.
 pub fn rocm_or_skip() -> Option<Device> {
     test_support::device_or_skip(Device::rocm(0))
+}
+
+/// A banding whose band height at the full-size layers is `rows` (their channels and
+/// width), every map at `home` (the three in turn when `None`).
+pub fn banding(dec: &Decoder, (h, w): (usize, usize), rows: usize, home: Option<Home>) -> Banding {
+    let c = dec.config();
+    let maps = decoder_schedule(c, (h, w)).maps;
+    let top = maps.last().unwrap();
+    let c0 = c.block_out_channels[0];
+    let band_bytes = (rows + 2) * band_row_bytes(c0, c0, top.w, dec.dtype()) + band_fixed_bytes(c0, c0, dec.dtype());
+    assert_eq!(band_rows(band_bytes, c0, c0, top.w, dec.dtype()), rows);
+    let homes = (0..maps.len()).map(|i| home.unwrap_or([Home::Host, Home::Device, Home::Disk][i % 3])).collect();
+    Banding { band_bytes, homes, disk_dir: std::env::temp_dir() }
+}
+
+/// An encoder banding with bands of `rows` rows at the full-size layers.
+pub fn encoder_banding(enc: &Encoder, (h, w): (usize, usize), rows: usize, home: Option<Home>) -> Banding {
+    let c0 = enc.config().block_out_channels[0];
+    let band_bytes = (rows + 2) * band_row_bytes(c0, c0, w, enc.dtype()) + band_fixed_bytes(c0, c0, enc.dtype());
+    assert_eq!(band_rows(band_bytes, c0, c0, w, enc.dtype()), rows);
+    let n = encoder_schedule(enc.config(), (h, w)).maps.len();
+    let homes = (0..n).map(|i| home.unwrap_or([Home::Host, Home::Device, Home::Disk][i % 3])).collect();
+    Banding { band_bytes, homes, disk_dir: std::env::temp_dir() }
 }

@@ -116,8 +116,14 @@ impl AlgorithmCatalog for RocmCatalog {
 
     fn algorithms(&self) -> Vec<Algorithm> {
         if self.rounding == ConvRounding::SizeIndependent {
-            // rocBLAS and MIOpen choose their kernels (and summation order) by size.
-            return vec![Algorithm::ImplicitGemm, Algorithm::Direct];
+            // rocBLAS and MIOpen choose their kernels (and summation order) by size. Direct
+            // convolution sums in another order than the implicit GEMM, so offering it
+            // where the GEMM's workspace does not fit made a layer's rounding depend on the
+            // budget: the likely cause of the banded 2048²/4096² decodes that differed from
+            // the whole ones on the H100 (2026-12-07; their bands left no room for the
+            // workspace). The implicit GEMM runs every geometry (its NCHW form without
+            // workspace where NHWC does not apply) and chunks to fit; past that, an error.
+            return vec![Algorithm::ImplicitGemm];
         }
         #[allow(unused_mut)]
         let mut algs = vec![Algorithm::ImplicitGemm, Algorithm::Im2colGemm, Algorithm::Gemm1x1, Algorithm::Direct];
