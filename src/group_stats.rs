@@ -55,6 +55,9 @@ impl GroupStats {
     }
 }
 
+/// The most bytes of f32 temporaries [`GroupStatsAccumulator::add`] makes at once.
+const SQUARES_CHUNK_BYTES: usize = 256 << 20;
+
 /// [`GroupStats`] being gathered from the parts of a map (any rows of it, in any order).
 pub struct GroupStatsAccumulator {
     groups: usize,
@@ -78,13 +81,27 @@ impl GroupStatsAccumulator {
     /// Adds a part of the map: a `[1, C, rows, W]` tensor (f32, f16 or bf16) on the device
     /// the statistics were made for.
     pub fn add(&mut self, part: &Tensor) -> Result<()> {
+        self.add_in_chunks(part, SQUARES_CHUNK_BYTES)
+    }
+
+    fn add_in_chunks(&mut self, part: &Tensor, chunk_bytes: usize) -> Result<()> {
         let (rows, cols) = match part.dims() {
             &[1, _, rows, cols] => (rows, cols),
             d => return Err(Error::op("group_stats", format!("a part must be [1, C, rows, W], got {d:?}"))),
         };
         self.sums.add(part, rows, cols)?;
-        let squares = part.to_dtype(DType::F32)?.sqr()?;
-        self.squares.add(&squares, rows, cols)
+        // The squares in f32, a few rows at a time: two f32 copies of a whole 4096² map
+        // were 16 GiB beside the decode (the H100's size-independent 4096² decode, 40 GiB
+        // live where its plan said 24). The sums are exact, so the rows' grouping does not
+        // change them.
+        let channels = part.dims()[1];
+        let step = (chunk_bytes / (2 * 4 * channels * cols).max(1)).clamp(1, rows.max(1));
+        for r0 in (0..rows).step_by(step) {
+            let n = step.min(rows - r0);
+            let squares = part.narrow(2, r0, n)?.to_dtype(DType::F32)?.sqr()?;
+            self.squares.add(&squares, n, cols)?;
+        }
+        Ok(())
     }
 
     /// The statistics of everything added.
@@ -175,6 +192,12 @@ mod tests {
                     acc.add(&x.narrow(2, r0, band.min(h - r0)).unwrap()).unwrap();
                 }
                 assert_eq!(acc.finish().unwrap(), whole, "{dtype:?}, bands of {band} rows");
+            }
+            // The squares taken a few rows at a time (as a large map's are) change nothing.
+            for chunk_bytes in [1, 2 * 4 * c * w * 3, 2 * 4 * c * w * h] {
+                let mut acc = GroupStatsAccumulator::new(c, groups, &Device::cpu()).unwrap();
+                acc.add_in_chunks(&x, chunk_bytes).unwrap();
+                assert_eq!(acc.finish().unwrap(), whole, "{dtype:?}, squares in chunks of {chunk_bytes} bytes");
             }
         }
     }
