@@ -342,8 +342,10 @@ if has anysize && [[ -f $vae/sd_vae_random.safetensors ]]; then
         shift 3
         step "$name-plan" 30 "$sd" --plan --latents "$vae/latent_$lat.npy" "${vae_model[@]}" --device "$device" "$@"
         smi_start "$name"
-        step "$name" "$max" "$sd" --vae "$vae/sd_vae_random.safetensors" "${vae_model[@]}" \
-            --latents "$vae/latent_$lat.npy" --device "$device" --force --out "$vae/$name.png" "$@"
+        # Every conv plan on stderr (conv_engine::dispatch at debug): the table counts the
+        # algorithms each run took (a band that falls back to direct convolution is slow).
+        step "$name" "$max" env NO_COLOR=1 RUST_LOG=conv_engine::dispatch=debug "$sd" --vae "$vae/sd_vae_random.safetensors" \
+            "${vae_model[@]}" --latents "$vae/latent_$lat.npy" --device "$device" --force --out "$vae/$name.png" "$@"
         smi_stop
     }
     whole_budget=${GPU_APPS_WHOLE_BUDGET:-72GB}
@@ -438,6 +440,8 @@ if has anysize; then
             sed 's/^/    /' "$logs/$n-plan.out" 2>/dev/null
             grep -h "^banded\|^wrote\|decode times" "$logs/$n.err" "$f" 2>/dev/null | sed 's/^/    /'
             echo "    nvidia-smi peak MiB: $(sort -n "$logs/$n.smi" 2>/dev/null | tail -1)"
+            echo "    conv plans by algorithm: $(grep -o 'algorithm=[A-Za-z0-9_-]*' "$logs/$n.err" 2>/dev/null |
+                sort | uniq -c | tr -s ' \n' ' ')"
         done
         cat "$logs/anysize.txt" 2>/dev/null
         grep -h any- "$logs/compare.jsonl" 2>/dev/null
