@@ -237,8 +237,7 @@ struct Placement {
 /// whole when the run ends with it, so the maps the schedule never frees (the run's
 /// output) stay on the device when the overflow is disk.
 fn place(schedule: &MapSchedule, bytes: &dyn Fn(&MapSpec) -> usize, room: usize, overflow: Home) -> Placement {
-    let freed: Vec<bool> =
-        (0..schedule.maps.len()).map(|i| schedule.events.iter().any(|e| *e == MapEvent::Free(i))).collect();
+    let freed: Vec<bool> = (0..schedule.maps.len()).map(|i| schedule.events.contains(&MapEvent::Free(i))).collect();
     let mut homes: Vec<Home> = Vec::with_capacity(schedule.maps.len());
     let (mut device, mut spilled, mut device_peak, mut overflow_peak) = (0usize, 0usize, 0usize, 0usize);
     for event in &schedule.events {

@@ -154,25 +154,22 @@ impl FileElement for f32 {
     }
 }
 
-impl FileElement for f16 {
-    const SIZE: usize = 2;
-    fn from_le(b: &[u8]) -> f16 {
-        f16::from_bits(u16::from_le_bytes([b[0], b[1]]))
-    }
-    fn to_le(self, out: &mut [u8]) {
-        out.copy_from_slice(&self.to_bits().to_le_bytes());
-    }
+/// The 16-bit floats, stored as their bits.
+macro_rules! bits16_element {
+    ($t:ty) => {
+        impl FileElement for $t {
+            const SIZE: usize = 2;
+            fn from_le(b: &[u8]) -> $t {
+                <$t>::from_bits(u16::from_le_bytes([b[0], b[1]]))
+            }
+            fn to_le(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_bits().to_le_bytes());
+            }
+        }
+    };
 }
-
-impl FileElement for bf16 {
-    const SIZE: usize = 2;
-    fn from_le(b: &[u8]) -> bf16 {
-        bf16::from_bits(u16::from_le_bytes([b[0], b[1]]))
-    }
-    fn to_le(self, out: &mut [u8]) {
-        out.copy_from_slice(&self.to_bits().to_le_bytes());
-    }
-}
+bits16_element!(f16);
+bits16_element!(bf16);
 
 fn element_size(dtype: DType) -> Result<usize> {
     match dtype {
