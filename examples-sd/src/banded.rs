@@ -299,46 +299,48 @@ impl<'a> BandedRun<'a> {
         Ok(normed.conv2d_fused(&conv.weight, conv.bias.as_ref(), &params, &epilogue)?)
     }
 
+    /// Writes `out`'s `rows`-row bands, each from `band(r0, r1)`, and gathers its
+    /// statistics while they go by.
+    fn fill(&self, mut out: Map, rows: usize, mut band: impl FnMut((usize, usize)) -> Result<Tensor>) -> Result<Map> {
+        let [_, k, h, _] = out.dims()?;
+        let mut acc = GroupStatsAccumulator::new(k, self.groups, self.device())?;
+        for b in bands(h, rows) {
+            let y = band(b)?;
+            acc.add(&y)?;
+            self.write(&out, b.0, &y)?;
+        }
+        out.stats = Some(acc.finish()?);
+        Ok(out)
+    }
+
     /// `Resnet::forward` band by band: conv1's output is a whole map (conv2 reads it with
     /// a halo); the output is written over the input when the channels stay (a band's
     /// residual is read before its rows are overwritten, and no later band reads them).
     fn resnet(&mut self, r: &Resnet, x: Map) -> Result<Map> {
         let [_, cin, h, w] = x.dims()?;
         let cout = r.conv1.weight.dims()[0];
-        let rows = self.band_rows(cin, cout, w);
-        let mut h1 = self.new_map(cout, h, w)?;
-        let mut acc = GroupStatsAccumulator::new(cout, self.groups, self.device())?;
-        for band in bands(h, rows) {
-            let y = self.norm_conv_band(&x, Some(&r.norm1), &r.conv1, band, None)?;
-            acc.add(&y)?;
-            self.write(&h1, band.0, &y)?;
-        }
-        h1.stats = Some(acc.finish()?);
-        let mut out =
+        let h1 = self.new_map(cout, h, w)?;
+        let h1 = self.fill(h1, self.band_rows(cin, cout, w), |band| {
+            self.norm_conv_band(&x, Some(&r.norm1), &r.conv1, band, None)
+        })?;
+        let out =
             if r.shortcut.is_some() { self.new_map(cout, h, w)? } else { Map { data: x.data.clone(), stats: None } };
-        let mut acc = GroupStatsAccumulator::new(cout, self.groups, self.device())?;
-        let rows = self.band_rows(cout, cout, w);
-        for band in bands(h, rows) {
+        self.fill(out, self.band_rows(cout, cout, w), |band| {
             let input = self.rows(&x, band.0, band.1)?;
-            let y = match &r.shortcut {
+            match &r.shortcut {
                 // A narrowing shortcut (the decoder's) is fused as conv2's residual, as
                 // the unbanded block does; a widening one is added after conv2.
                 Some(sc) if cout <= cin => {
                     let skip = sc.forward(&input)?;
-                    self.norm_conv_band(&h1, Some(&r.norm2), &r.conv2, band, Some(&skip))?
+                    self.norm_conv_band(&h1, Some(&r.norm2), &r.conv2, band, Some(&skip))
                 }
                 Some(sc) => ops::add_assign(
                     self.norm_conv_band(&h1, Some(&r.norm2), &r.conv2, band, None)?,
                     &sc.forward(&input)?,
-                )?,
-                None => self.norm_conv_band(&h1, Some(&r.norm2), &r.conv2, band, Some(&input))?,
-            };
-            drop(input);
-            acc.add(&y)?;
-            self.write(&out, band.0, &y)?;
-        }
-        out.stats = Some(acc.finish()?);
-        Ok(out)
+                ),
+                None => self.norm_conv_band(&h1, Some(&r.norm2), &r.conv2, band, Some(&input)),
+            }
+        })
     }
 
     /// `ops::upsample2x_conv3x3` from a whole map into a whole map, band by band.
@@ -346,10 +348,8 @@ impl<'a> BandedRun<'a> {
         let [_, c, h, w] = x.dims()?;
         let k = conv.weight.dims()[0];
         let (oh, ow) = (2 * h, 2 * w);
-        let mut out = self.new_map(k, oh, ow)?;
-        let mut acc = GroupStatsAccumulator::new(k, self.groups, self.device())?;
-        let rows = self.band_rows(c, k, ow);
-        for (r0, r1) in bands(oh, rows) {
+        let out = self.new_map(k, oh, ow)?;
+        self.fill(out, self.band_rows(c, k, ow), |(r0, r1)| {
             // Upsampled rows [u0, u1) feed output rows [r0, r1); they come from source rows [s0, s1).
             let (u0, u1) = (r0.saturating_sub(1), (r1 + 1).min(oh));
             let (s0, s1) = (u0 / 2, (u1 - 1) / 2 + 1);
@@ -358,13 +358,8 @@ impl<'a> BandedRun<'a> {
                 padding: Padding2d::tblr(usize::from(r0 == 0), usize::from(r1 == oh), 1, 1),
                 ..conv.params
             };
-            let y = up.conv2d(&conv.weight, conv.bias.as_ref(), &params)?.contiguous()?;
-            drop(up);
-            acc.add(&y)?;
-            self.write(&out, r0, &y)?;
-        }
-        out.stats = Some(acc.finish()?);
-        Ok(out)
+            Ok(up.conv2d(&conv.weight, conv.bias.as_ref(), &params)?.contiguous()?)
+        })
     }
 
     /// `conv(silu(norm(x)))` (`conv(x)` without a norm) into a new map, band by band,
@@ -372,15 +367,8 @@ impl<'a> BandedRun<'a> {
     fn conv(&mut self, conv: &Conv2d, norm: Option<&GroupNorm>, x: Map) -> Result<Map> {
         let [_, c, h, w] = x.dims()?;
         let k = conv.weight.dims()[0];
-        let mut out = self.new_map(k, h, w)?;
-        let mut acc = GroupStatsAccumulator::new(k, self.groups, self.device())?;
-        for band in bands(h, self.band_rows(c, k, w)) {
-            let y = self.norm_conv_band(&x, norm, conv, band, None)?;
-            acc.add(&y)?;
-            self.write(&out, band.0, &y)?;
-        }
-        out.stats = Some(acc.finish()?);
-        Ok(out)
+        let out = self.new_map(k, h, w)?;
+        self.fill(out, self.band_rows(c, k, w), |band| self.norm_conv_band(&x, norm, conv, band, None))
     }
 
     /// The encoder's stride-2 downsampler (padded one row below and one column right,
@@ -391,17 +379,12 @@ impl<'a> BandedRun<'a> {
         let [_, c, h, w] = x.dims()?;
         let k = conv.weight.dims()[0];
         let (oh, ow) = (h / 2, w / 2);
-        let mut out = self.new_map(k, oh, ow)?;
-        let mut acc = GroupStatsAccumulator::new(k, self.groups, self.device())?;
-        for (r0, r1) in bands(oh, self.band_rows(c, k, ow)) {
+        let out = self.new_map(k, oh, ow)?;
+        self.fill(out, self.band_rows(c, k, ow), |(r0, r1)| {
             let (i0, i1) = (2 * r0, (2 * r1 + 1).min(h));
             let params = Conv2dParams { padding: Padding2d::tblr(0, 2 * r1 + 1 - i1, 0, 1), ..conv.params };
-            let y = self.rows(&x, i0, i1)?.conv2d(&conv.weight, conv.bias.as_ref(), &params)?.contiguous()?;
-            acc.add(&y)?;
-            self.write(&out, r0, &y)?;
-        }
-        out.stats = Some(acc.finish()?);
-        Ok(out)
+            Ok(self.rows(&x, i0, i1)?.conv2d(&conv.weight, conv.bias.as_ref(), &params)?.contiguous()?)
+        })
     }
 
     /// The output layers (norm_out + SiLU + conv_out) into the image map.
