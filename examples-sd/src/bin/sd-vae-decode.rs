@@ -193,22 +193,21 @@ fn run(args: Args) -> Result<()> {
     // The exact decode whole when it fits; else (or with --banded) in bands, when they
     // fit; a budget that cannot hold either is a usage error, like an impossible tile.
     let up = config.upscale();
+    let banded_plan = |whole: String| -> Result<(MemoryPlan, Option<examples_sd::BandedPlan>)> {
+        let planning = run_device(probe.clone(), None, budget)?;
+        let b = Decoder::plan_banded(&config, &planning, (w * up, h * up), dtype, budget)?
+            .with_disk_dir(args.setup.scratch_dir()?);
+        if !b.fits {
+            return Err(usage(format!("{whole}in bands: {b}")));
+        }
+        Ok((MemoryPlan::new(&config, dtype, (h, w), None, false, None)?, Some(b)))
+    };
     let (mut plan, banded) = match MemoryPlan::new(&config, dtype, (h, w), budget, args.tiled, tile) {
         Ok(plan) if !args.banded => (plan, None),
-        // --banded conflicts with --tiled, so a banded plan is never a tiled one.
-        Ok(_) | Err(examples_sd::SdError::Budget(_)) if !args.tiled => {
-            let whole = match MemoryPlan::new(&config, dtype, (h, w), budget, false, None) {
-                Err(examples_sd::SdError::Budget(m)) => format!("{m}; "),
-                _ => String::new(),
-            };
-            let planning = run_device(probe.clone(), None, budget)?;
-            let b = Decoder::plan_banded(&config, &planning, (w * up, h * up), dtype, budget)?
-                .with_disk_dir(args.setup.scratch_dir()?);
-            if !b.fits {
-                return Err(usage(format!("{whole}in bands: {b}")));
-            }
-            (MemoryPlan::new(&config, dtype, (h, w), None, false, None)?, Some(b))
-        }
+        // --banded conflicts with --tiled, so a banded plan is never a tiled one (and
+        // without --tiled this plan was the whole exact decode's).
+        Ok(_) if !args.tiled => banded_plan(String::new())?,
+        Err(examples_sd::SdError::Budget(m)) if !args.tiled => banded_plan(format!("{m}; "))?,
         Ok(plan) => (plan, None),
         Err(examples_sd::SdError::Budget(m)) => return Err(usage(m)),
         Err(e) => return Err(e.into()),

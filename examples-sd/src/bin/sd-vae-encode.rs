@@ -202,28 +202,24 @@ fn run(args: Args) -> Result<()> {
     }
     cli_support::partial::set_total(1);
 
-    // A budget that cannot hold the encode is a usage error (as in sd-vae-decode). On the
-    // CPU the budget caps the conv engine's workspace (what is left after weights and
-    // activations); on ROCm the device allocator enforces the whole budget.
-    // The whole encode when it fits; else (or with --banded) in bands, when they fit.
+    // The whole encode when it fits; else (or with --banded) in bands, when they fit; a
+    // budget that holds neither is a usage error (as in sd-vae-decode), naming both needs.
+    let banded_plan = |whole: String| -> Result<examples_sd::BandedPlan> {
+        let planning = match (probe.kind(), budget) {
+            (DeviceKind::Rocm(i), Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
+            _ => probe.clone(),
+        };
+        let b = Encoder::plan_banded(&config, &planning, (width, height), dtype, budget)?
+            .with_disk_dir(args.setup.scratch_dir()?);
+        if !b.fits {
+            return Err(usage(format!("{whole}in bands: {b}")));
+        }
+        Ok(b)
+    };
     let (split, banded) = match budget.map(|b| encode_budget(&config, dtype, (width, height), b)).transpose() {
         Ok(split) if !args.banded => (split, None),
-        Ok(_) | Err(SdError::Budget(_)) => {
-            let whole = match budget.map(|b| encode_budget(&config, dtype, (width, height), b)) {
-                Some(Err(SdError::Budget(m))) => format!("{m}; "),
-                _ => String::new(),
-            };
-            let planning = match (probe.kind(), budget) {
-                (DeviceKind::Rocm(i), Some(b)) => Device::rocm_with_budget(i, Budget::bytes(b))?,
-                _ => probe.clone(),
-            };
-            let b = Encoder::plan_banded(&config, &planning, (width, height), dtype, budget)?
-                .with_disk_dir(args.setup.scratch_dir()?);
-            if !b.fits {
-                return Err(usage(format!("{whole}in bands: {b}")));
-            }
-            (None, Some(b))
-        }
+        Ok(_) => (None, Some(banded_plan(String::new())?)),
+        Err(SdError::Budget(m)) => (None, Some(banded_plan(format!("{m}; "))?)),
         Err(e) => return Err(e.into()),
     };
     // On the CPU the budget caps the conv engine's workspace (what is left after weights
