@@ -154,7 +154,6 @@ pub fn encoder_weight_bytes(config: &VaeConfig, dtype: DType, device: &Device) -
         .sum()
 }
 
-/// The walk of one `Encoder::encode` of an `h × w` image (the f32 image given).
 /// The peak of an encode's latent-sized part (the mid block and the output layers, which a
 /// banded encode runs whole; its input, the last down block's output, included), without
 /// the weights.
@@ -174,6 +173,7 @@ pub(crate) fn encoder_latent_part(
     Ok(walked.stages[start..].iter().map(|s| s.peak).max().unwrap_or(0) + walked.retained)
 }
 
+/// The walk of one `Encoder::encode` of an `h × w` image (the f32 image given).
 fn walk_encode(
     config: &VaeConfig,
     mut s: Walk,

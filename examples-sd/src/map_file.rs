@@ -31,15 +31,16 @@ impl FileMap {
     /// A zero-filled map in a new unnamed file in `dir` (sparse where the file system
     /// allows: space is taken as bands are written).
     pub fn create(dir: &Path, [channels, h, w]: [usize; 3], dtype: DType) -> Result<FileMap> {
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(unsupported(dtype));
+        }
         let bytes = channels * h * w * dtype.size_in_bytes();
         let io = |what: &str, e: std::io::Error| {
             SdError::Output(format!(
-                "a banded run's {} map on disk ({channels}x{h}x{w} {dtype:?}, {bytes} bytes) in {}: {what}: {e}",
-                dtype_name(dtype),
+                "a banded run's map on disk ({channels}x{h}x{w} {dtype:?}, {bytes} bytes) in {}: {what}: {e}",
                 dir.display()
             ))
         };
-        element_size(dtype)?;
         let file = tempfile::tempfile_in(dir).map_err(|e| io("could not create a file there", e))?;
         file.set_len(bytes as u64).map_err(|e| io("could not size the file", e))?;
         Ok(FileMap { file: Arc::new(file), dir: dir.to_path_buf(), channels, h, w, dtype })
@@ -170,23 +171,6 @@ macro_rules! bits16_element {
 }
 bits16_element!(f16);
 bits16_element!(bf16);
-
-fn element_size(dtype: DType) -> Result<usize> {
-    match dtype {
-        DType::F32 => Ok(4),
-        DType::F16 | DType::BF16 => Ok(2),
-        d => Err(unsupported(d)),
-    }
-}
-
-fn dtype_name(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F32 => "f32",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        _ => "other",
-    }
-}
 
 fn unsupported(dtype: DType) -> SdError {
     SdError::Internal(format!("banded run: maps on disk hold f32, f16 or bf16, not {dtype:?}"))
