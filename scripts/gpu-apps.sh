@@ -337,16 +337,27 @@ has vae && [[ -f $vae/sd_vae_random.safetensors ]] && ours_vae vae-ours-f32-1k f
 # CLI prints the allocator's peak and, banded, the process's peak RSS (host maps). "si" runs
 # use --size-independent-rounding, under which banded and whole must be the same PNG.
 if has anysize && [[ -f $vae/sd_vae_random.safetensors ]]; then
+    # GPU_APPS_ANY="any-warmup any-4k-banded ..." runs only the listed runs (default: all);
+    # GPU_APPS_TRACE="any-4k-banded ..." runs those under HOC_TRACE and appends the trace's
+    # report (scripts/hoc-trace-report.py: GPU busy/idle, time by kernel and copy) to anysize.md.
+    wanted() { [[ -z ${GPU_APPS_ANY:-} || " $GPU_APPS_ANY " == *" $1 "* ]]; }
     any() { # NAME LATENT MAX_SECONDS ARGS...
-        local name=$1 lat=$2 max=$3
+        local name=$1 lat=$2 max=$3 trace=()
         shift 3
+        wanted "$name" || return 0
+        [[ " ${GPU_APPS_TRACE:-} " == *" $name "* ]] && trace=(HOC_TRACE="$logs/$name.trace.csv")
         step "$name-plan" 30 "$sd" --plan --latents "$vae/latent_$lat.npy" "${vae_model[@]}" --device "$device" "$@"
         smi_start "$name"
         # Every conv plan on stderr (conv_engine::dispatch at debug): the table counts the
         # algorithms each run took (a band that falls back to direct convolution is slow).
-        step "$name" "$max" env NO_COLOR=1 RUST_LOG=conv_engine::dispatch=debug "$sd" --vae "$vae/sd_vae_random.safetensors" \
-            "${vae_model[@]}" --latents "$vae/latent_$lat.npy" --device "$device" --force --out "$vae/$name.png" "$@"
+        step "$name" "$max" env "${trace[@]}" NO_COLOR=1 RUST_LOG=conv_engine::dispatch=debug "$sd" \
+            --vae "$vae/sd_vae_random.safetensors" "${vae_model[@]}" --latents "$vae/latent_$lat.npy" \
+            --device "$device" --force --out "$vae/$name.png" "$@"
         smi_stop
+        if ((${#trace[@]})) && [[ -f $logs/$name.trace.csv ]]; then
+            always "$name-trace" 60 "$py" scripts/hoc-trace-report.py "$logs/$name.trace.csv" \
+                --split-bytes 1000000000000000 --gaps 6 --segments all
+        fi
     }
     whole_budget=${GPU_APPS_WHOLE_BUDGET:-72GB}
     any any-warmup "$lat_warm" 150 --dtype f16
@@ -361,6 +372,7 @@ if has anysize && [[ -f $vae/sd_vae_random.safetensors ]]; then
     enc() { # NAME SIZE MAX_SECONDS ARGS...
         local name=$1 size=$2 max=$3
         shift 3
+        wanted "$name" || return 0
         step "$name-plan" 30 "$work/bin/sd-vae-encode" --plan --size "$size" "${vae_model[@]}" --device "$device" "$@"
         smi_start "$name"
         step "$name" "$max" "$work/bin/sd-vae-encode" --vae "$vae/sd_encoder_random.safetensors" "${vae_model[@]}" \
@@ -369,6 +381,7 @@ if has anysize && [[ -f $vae/sd_vae_random.safetensors ]]; then
     }
     s4=$((lat_4k * 8))x$((lat_4k * 8)) s8=$((lat_8k * 8))x$((lat_8k * 8))
     for sz in "$s4" "$s8"; do
+        wanted any-enc-4k-si-whole || wanted any-enc-4k-si-banded || wanted any-enc-8k-banded || continue
         step "image-$sz" 60 "$py" benches/anchors/realcugan_ncnn.py make-image "$vae/image_$sz.png" --size "$sz"
     done
     enc any-enc-4k-si-whole "$s4" 90 --dtype f16 --size-independent-rounding --vram-budget "$whole_budget"
@@ -434,7 +447,7 @@ if has anysize; then
     {
         echo "## any size (issue 30)"
         for f in "$logs"/any-*.out; do
-            [[ $f == *-plan.out ]] && continue
+            [[ $f == *-plan.out || $f == *-trace.out ]] && continue
             n=$(basename "$f" .out)
             echo "### $n"
             sed 's/^/    /' "$logs/$n-plan.out" 2>/dev/null
@@ -442,6 +455,7 @@ if has anysize; then
             echo "    nvidia-smi peak MiB: $(sort -n "$logs/$n.smi" 2>/dev/null | tail -1)"
             echo "    conv plans by algorithm: $(grep -o 'algorithm=[A-Za-z0-9_-]*' "$logs/$n.err" 2>/dev/null |
                 sort | uniq -c | tr -s ' \n' ' ')"
+            [[ -f $logs/$n-trace.out ]] && sed 's/^/    /' "$logs/$n-trace.out"
         done
         cat "$logs/anysize.txt" 2>/dev/null
         grep -h any- "$logs/compare.jsonl" 2>/dev/null
