@@ -68,5 +68,5 @@ pub use group_stats::{GroupStats, GroupStatsAccumulator};
 pub use host_alloc;
 pub use kernels::ops::{CmpOp, PadMode, ReduceOp};
 pub use rocm_backend::RocmError;
-pub use tensor::{ConvEpilogue, ConvPlanInfo, Tensor};
+pub use tensor::{ConvEpilogue, ConvPlanInfo, HostTensor, Tensor};
 pub use weights::Weights;

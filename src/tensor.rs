@@ -59,6 +59,7 @@ macro_rules! on_device {
 mod conv;
 mod conv_plan;
 mod elementwise;
+mod host;
 mod indexing;
 mod norm;
 mod random;
@@ -67,6 +68,7 @@ mod spatial;
 
 pub use conv::ConvEpilogue;
 pub use conv_plan::ConvPlanInfo;
+pub use host::HostTensor;
 
 impl Tensor {
     /// Wraps a CPU candle tensor; for a ROCm `device` the data is uploaded.

@@ -23,15 +23,18 @@ use crate::error::{Result, SdError};
 use crate::map_file::FileMap;
 use crate::ops;
 use rocm_vision::nn::{Conv2d, GroupNorm};
-use rocm_vision::{Conv2dParams, ConvEpilogue, DType, Device, GroupStats, GroupStatsAccumulator, Padding2d, Tensor};
+use rocm_vision::{
+    Conv2dParams, ConvEpilogue, DType, Device, GroupStats, GroupStatsAccumulator, HostTensor, Padding2d, Tensor,
+};
 use std::path::PathBuf;
 
 /// Where a banded decode keeps a whole feature map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Home {
     Device,
-    /// Host memory; each band is copied to the device to be read, and back when written.
-    /// On the CPU the same as `Device`.
+    /// Host memory ([`HostTensor`]: page-locked on a GPU); each band is copied to the
+    /// device to be read, and back when written, on the device's stream without the host
+    /// waiting. On the CPU plain memory, like `Device`.
     Host,
     /// An unnamed file in [`Banding::disk_dir`] ([`crate::map_file`]); each band is read
     /// from it and written to it. For a CPU run whose maps do not fit its memory budget.
@@ -106,6 +109,7 @@ struct Map {
 #[derive(Clone)]
 enum MapData {
     Memory(Tensor),
+    Host(HostTensor),
     Disk(FileMap),
 }
 
@@ -113,18 +117,19 @@ impl Map {
     fn dims(&self) -> Result<[usize; 4]> {
         match &self.data {
             MapData::Memory(t) => dims4(t),
+            MapData::Host(t) => Ok(t.dims().try_into().expect("host maps are made [1, C, H, W]")),
             MapData::Disk(f) => Ok(f.dims()),
         }
     }
 
-    /// What `observe` sees of the map: the map, or for one on disk (which is never read
-    /// whole) an empty `[1, C, 0, W]` tensor.
-    fn observed(&self) -> Result<Tensor> {
+    /// What `observe` sees of the map: the map, or for one in host memory or on disk
+    /// (which is never read whole) an empty `[1, C, 0, W]` tensor.
+    fn observed(&self, dtype: DType) -> Result<Tensor> {
         match &self.data {
             MapData::Memory(t) => Ok(t.clone()),
-            MapData::Disk(f) => {
-                let [n, c, _, w] = f.dims();
-                Ok(Tensor::zeros(&[n, c, 0, w], f.dtype(), &Device::cpu())?)
+            MapData::Host(_) | MapData::Disk(_) => {
+                let [n, c, _, w] = self.dims()?;
+                Ok(Tensor::zeros(&[n, c, 0, w], dtype, &Device::cpu())?)
             }
         }
     }
@@ -167,15 +172,12 @@ impl<'a> BandedRun<'a> {
     }
 
     fn new_map(&mut self, c: usize, h: usize, w: usize) -> Result<Map> {
-        let device = match self.next_home() {
-            Home::Host => self.host.clone(),
-            Home::Device => self.device().clone(),
-            Home::Disk => {
-                let file = FileMap::create(&self.banding.disk_dir, [c, h, w], self.dtype)?;
-                return Ok(Map { data: MapData::Disk(file), stats: None });
-            }
+        let data = match self.next_home() {
+            Home::Host => MapData::Host(HostTensor::zeros(&[1, c, h, w], self.dtype, self.device())?),
+            Home::Device => MapData::Memory(Tensor::zeros(&[1, c, h, w], self.dtype, self.device())?),
+            Home::Disk => MapData::Disk(FileMap::create(&self.banding.disk_dir, [c, h, w], self.dtype)?),
         };
-        Ok(Map { data: MapData::Memory(Tensor::zeros(&[1, c, h, w], self.dtype, &device)?), stats: None })
+        Ok(Map { data, stats: None })
     }
 
     /// Rows `[r0, r1)` of `m` on the device, contiguous. (On the CPU the move to the
@@ -184,6 +186,7 @@ impl<'a> BandedRun<'a> {
     fn rows(&self, m: &Map, r0: usize, r1: usize) -> Result<Tensor> {
         match &m.data {
             MapData::Memory(t) => Ok(t.narrow(2, r0, r1 - r0)?.contiguous()?.to_device(self.device())?),
+            MapData::Host(t) => Ok(t.narrow_to_device(2, r0, r1 - r0)?),
             MapData::Disk(f) => f.read_rows(r0, r1, self.device()),
         }
     }
@@ -192,15 +195,18 @@ impl<'a> BandedRun<'a> {
     fn write(&self, m: &Map, r0: usize, band: &Tensor) -> Result<()> {
         match &m.data {
             MapData::Memory(t) => Ok(t.slice_set(&band.to_device(t.device())?, 2, r0)?),
+            MapData::Host(t) => Ok(t.write_narrow(2, r0, band)?),
             MapData::Disk(f) => f.write_rows(r0, band),
         }
     }
 
-    /// The whole of `m`: where it is, or read from disk onto the device.
+    /// The whole of `m`: where it is (a host map as a CPU tensor), or read from disk onto
+    /// the device.
     fn whole(&self, m: Map) -> Result<Tensor> {
         let [_, _, h, _] = m.dims()?;
         match m.data {
             MapData::Memory(t) => Ok(t),
+            MapData::Host(ref t) => Ok(t.to_tensor(&self.host)?),
             MapData::Disk(_) => self.rows(&m, 0, h),
         }
     }
@@ -231,7 +237,11 @@ impl<'a> BandedRun<'a> {
     pub fn decode(mut self, dec: &Decoder, x: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
         let stats = GroupStats::of(&x, self.groups)?;
         let data = match self.next_home() {
-            Home::Host if !self.device().is_cpu() => MapData::Memory(x.to_device(&self.host)?),
+            Home::Host => {
+                let map = HostTensor::zeros(x.dims(), self.dtype, self.device())?;
+                map.write_narrow(2, 0, &x)?;
+                MapData::Host(map)
+            }
             Home::Disk => {
                 let [_, c, h, w] = dims4(&x)?;
                 let file = FileMap::create(&self.banding.disk_dir, [c, h, w], self.dtype)?;
@@ -249,7 +259,7 @@ impl<'a> BandedRun<'a> {
             if let Some(up) = &block.upsampler {
                 x = self.upsample_conv(up, x)?;
             }
-            observe(&format!("decoder.up_blocks.{i}"), &x.observed()?);
+            observe(&format!("decoder.up_blocks.{i}"), &x.observed(self.dtype)?);
         }
         let image = self.norm_conv(dec.norm_out(), dec.conv_out(), x)?;
         self.check_made("decode")?;
@@ -263,7 +273,7 @@ impl<'a> BandedRun<'a> {
     pub fn encode(mut self, enc: &Encoder, image: Tensor, observe: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
         let image = Map { data: MapData::Memory(image.to_device(self.device())?), stats: None };
         let mut x = self.conv(enc.conv_in(), None, image)?;
-        observe("encoder.conv_in", &x.observed()?);
+        observe("encoder.conv_in", &x.observed(self.dtype)?);
         for (i, block) in enc.down_blocks().iter().enumerate() {
             for r in &block.resnets {
                 x = self.resnet(r, x)?;
@@ -271,7 +281,7 @@ impl<'a> BandedRun<'a> {
             if let Some(down) = &block.downsampler {
                 x = self.downsample_conv(down, x)?;
             }
-            observe(&format!("encoder.down_blocks.{i}"), &x.observed()?);
+            observe(&format!("encoder.down_blocks.{i}"), &x.observed(self.dtype)?);
         }
         self.check_made("encode")?;
         Ok(self.whole(x)?.to_device(self.device())?)

@@ -9,8 +9,8 @@ use cubecl_hip_sys as hip;
 use std::sync::Arc;
 
 /// `hipMemcpyKind` values (the same in every HIP version).
-const HOST_TO_DEVICE: hip::hipMemcpyKind = 1;
-const DEVICE_TO_HOST: hip::hipMemcpyKind = 2;
+pub(crate) const HOST_TO_DEVICE: hip::hipMemcpyKind = 1;
+pub(crate) const DEVICE_TO_HOST: hip::hipMemcpyKind = 2;
 const DEVICE_TO_DEVICE: hip::hipMemcpyKind = 3;
 
 /// Raw device memory of `bytes` bytes.
@@ -68,7 +68,7 @@ impl DeviceBuffer {
         self.bytes
     }
 
-    fn range_check(&self, op: &'static str, offset: usize, len: usize) -> Result<()> {
+    pub(crate) fn range_check(&self, op: &'static str, offset: usize, len: usize) -> Result<()> {
         if offset.checked_add(len).is_none_or(|end| end > self.bytes) {
             return Err(RocmError::op(
                 op,
