@@ -177,7 +177,8 @@ fn attention_matches_naive_f64_with_query_chunking() {
         eps: 1e-6,
     };
     let normed = norm.forward(&x).unwrap().to_vec::<f64>().unwrap();
-    // A score budget that forces several query chunks.
+    // A score budget that forces several query chunks (the generic path; the CPU f32 path
+    // takes at least one 128-row block, tested in src/nn/attention_cpu.rs).
     let attn = SpatialAttention { norm, q, k, v, out: o, max_score_bytes: 4 * t * n * 4 };
     let got = attn.forward(&x).unwrap();
 

@@ -125,6 +125,11 @@ impl CpuConv {
     /// attention of a VAE) may leave behind: one L2-sized slab for each of this engine's
     /// threads and for the calling thread (small products run on it, unsplit). Kept by
     /// the crate for the life of the thread, so a plan holds them apart from its peak.
+    /// The threads the engine's GEMMs run on (the attention's products use as many).
+    pub fn threads(&self) -> usize {
+        self.dispatcher().catalog().threads
+    }
+
     pub fn matmul_gemm_crate_bytes(&self) -> usize {
         (self.dispatcher().catalog().threads + 1) * gemm1x1::l2_slab_bytes()
     }

@@ -50,10 +50,6 @@ impl FileMap {
         [1, self.channels, self.h, self.w]
     }
 
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
     /// Rows `[r0, r1)` of every channel, as a contiguous `[1, C, r1 - r0, W]` tensor on
     /// `device`.
     pub fn read_rows(&self, r0: usize, r1: usize, device: &Device) -> Result<Tensor> {

@@ -539,6 +539,19 @@ pub(crate) fn attention(s: &mut Walk, x: usize, c: usize, t: usize, max_score_by
         s.retained = s.retained.max(s.device.cpu_conv().matmul_gemm_crate_bytes());
     }
     let q = lin(s);
+    if s.device.is_cpu() && s.dtype == DType::F32 {
+        // `SpatialAttention::attend_cpu_f32`: k as it is, the whole output, and one score
+        // chunk reused by every chunk (with the padded last row block).
+        let k = lin(s);
+        let v = lin(s);
+        let attended = s.alloc(m);
+        s.transient(rocm_vision::nn::SpatialAttention::cpu_f32_scratch_bytes(t, c, max_score_bytes));
+        s.free(q);
+        s.free(k);
+        s.free(v);
+        s.free(seq);
+        return Ok(project_out(s, x, attended, m));
+    }
     let k = lin(s);
     let kt = s.alloc(m);
     s.free(k);
@@ -602,15 +615,22 @@ pub(crate) fn attention(s: &mut Walk, x: usize, c: usize, t: usize, max_score_by
     s.free(kt);
     s.free(v);
     s.free(seq);
-    let y = lin(s);
+    Ok(project_out(s, x, attended, m))
+}
+
+/// The attention's output projection of `attended` (`m` bytes, freed), back to [c, h, w]
+/// (a copy of the transposed view), then x + y: the new map (x freed).
+fn project_out(s: &mut Walk, x: usize, attended: usize, m: usize) -> usize {
+    let lin_out = s.alloc(m);
+    let y = s.alloc(m);
+    s.free(lin_out);
     s.free(attended);
-    // The projection back to [c, h, w] (a copy of the transposed view), then x + y.
     let yc = s.alloc(m);
     s.free(y);
     let out = s.alloc(m);
     s.free(yc);
     s.free(x);
-    Ok(out)
+    out
 }
 
 /// `ops::upsample2x_conv3x3` of a `c × h × w` map (output `c × 2h × 2w`), whole or in bands.

@@ -6,7 +6,6 @@
 mod common;
 
 use common::*;
-use examples_sd::Encoder;
 use examples_sd::banded::decoder_schedule;
 use examples_sd::{Decoder, Home};
 use rocm_vision::{ConvRounding, DType, Device, Tensor};

@@ -1,3 +1,4 @@
+use super::attention_cpu;
 use crate::error::{Error, Result};
 use crate::nn::{GroupNorm, Linear};
 use crate::tensor::Tensor;
@@ -74,19 +75,76 @@ impl SpatialAttention {
         // [N, C, H, W] -> [N, HW, C]
         let seq = self.norm.forward(x)?.reshape(&[n, c, t])?.transpose(1, 2)?.contiguous()?;
         let q = self.q.forward(&seq)?;
-        let k_t = self.k.forward(&seq)?.transpose(1, 2)?.contiguous()?;
-        let v = self.v.forward(&seq)?;
         let scale = 1.0 / (c as f64).sqrt();
-        let chunk = (self.max_score_bytes / (4 * t * n).max(1)).clamp(1, t);
-        let mut outs = Vec::with_capacity(t.div_ceil(chunk));
-        for start in (0..t).step_by(chunk) {
-            let len = chunk.min(t - start);
-            let scores = q.narrow(1, start, len)?.matmul(&k_t)?.affine(scale, 0.0)?;
-            outs.push(scores.softmax_last_dim()?.matmul(&v)?);
-        }
-        let refs: Vec<&Tensor> = outs.iter().collect();
-        let attended = Tensor::cat(&refs, 1)?;
+        let attended = if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 {
+            let (k, v) = (self.k.forward(&seq)?, self.v.forward(&seq)?);
+            self.attend_cpu_f32(&q, &k, &v, (n, t, c), scale)?
+        } else {
+            let k_t = self.k.forward(&seq)?.transpose(1, 2)?.contiguous()?;
+            let v = self.v.forward(&seq)?;
+            let chunk = (self.max_score_bytes / (4 * t * n).max(1)).clamp(1, t);
+            let mut outs = Vec::with_capacity(t.div_ceil(chunk));
+            for start in (0..t).step_by(chunk) {
+                let len = chunk.min(t - start);
+                let scores = q.narrow(1, start, len)?.matmul(&k_t)?.affine(scale, 0.0)?;
+                outs.push(scores.softmax_last_dim()?.matmul(&v)?);
+            }
+            let refs: Vec<&Tensor> = outs.iter().collect();
+            Tensor::cat(&refs, 1)?
+        };
         let y = self.out.forward(&attended)?.transpose(1, 2)?.reshape(&[n, c, h, w])?;
         x.add(&y)
+    }
+
+    /// Bytes the CPU's f32 products allocate besides q, k, v and their output for `t`
+    /// tokens of `c` channels under `max_score_bytes` (the memory plan counts them): the
+    /// score chunk, at least [`attention_cpu::ROW_BLOCK`] rows whatever the cap.
+    pub fn cpu_f32_scratch_bytes(t: usize, c: usize, max_score_bytes: usize) -> usize {
+        attention_cpu::scratch_bytes(t, c, attention_cpu::chunk_rows(t, max_score_bytes))
+    }
+
+    /// The products of f32 `[n, t, c]` q, k, v on the CPU ([`attention_cpu`]): one batch
+    /// item at a time, each with one score buffer of at most `max_score_bytes`.
+    fn attend_cpu_f32(&self, q: &Tensor, k: &Tensor, v: &Tensor, (n, t, c): Dims3, scale: f64) -> Result<Tensor> {
+        let chunk = attention_cpu::chunk_rows(t, self.max_score_bytes);
+        let threads = q.device().cpu_conv().threads();
+        let mut out = vec![0f32; n * t * c];
+        with_f32(q, |q| {
+            with_f32(k, |k| {
+                with_f32(v, |v| {
+                    for (i, o) in out.chunks_mut((t * c).max(1)).enumerate() {
+                        let item = i * t * c..(i + 1) * t * c;
+                        attention_cpu::attend_f32(
+                            &q[item.clone()],
+                            &k[item.clone()],
+                            &v[item],
+                            (t, c),
+                            scale as f32,
+                            chunk,
+                            threads,
+                            o,
+                        )?;
+                    }
+                    Ok(())
+                })
+            })
+        })?;
+        Tensor::from_vec(out, &[n, t, c], q.device())
+    }
+}
+
+type Dims3 = (usize, usize, usize);
+
+/// `f` on the elements of a contiguous f32 CPU tensor, borrowed (q, k and v are 512 MiB
+/// each at a 512² latent).
+fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
+    let candle = t.as_candle().ok_or_else(|| Error::op("attention", "a CPU tensor was expected"))?;
+    let (storage, layout) = candle.storage_and_layout();
+    match (&*storage, layout.contiguous_offsets()) {
+        (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(data)), Some((a, b))) => f(&data[a..b]),
+        _ => {
+            drop(storage);
+            f(&t.contiguous()?.to_vec::<f32>()?)
+        }
     }
 }

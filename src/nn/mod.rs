@@ -2,6 +2,7 @@
 //! a single-head spatial self-attention block.
 
 mod attention;
+mod attention_cpu;
 mod conv;
 mod linear;
 mod norm;
