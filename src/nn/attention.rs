@@ -10,7 +10,7 @@ use crate::weights::Weights;
 ///
 /// Queries are processed in chunks so that the `chunk × H·W` score matrix stays within
 /// `max_score_bytes` (f32): a 128² latent has 16384 pixels, and its full score matrix
-/// would be 1 GiB.
+/// would be 1 GiB. On the CPU in f32 a chunk is at least 128 queries (`attention_cpu`).
 ///
 /// ```
 /// use rocm_vision::prelude::*;
@@ -104,7 +104,8 @@ impl SpatialAttention {
     }
 
     /// The products of f32 `[n, t, c]` q, k, v on the CPU ([`attention_cpu`]): one batch
-    /// item at a time, each with one score buffer of at most `max_score_bytes`.
+    /// item at a time, each with one score buffer within `max_score_bytes` but at least one
+    /// [`attention_cpu::ROW_BLOCK`] of rows.
     fn attend_cpu_f32(&self, q: &Tensor, k: &Tensor, v: &Tensor, (n, t, c): Dims3, scale: f64) -> Result<Tensor> {
         let chunk = attention_cpu::chunk_rows(t, self.max_score_bytes);
         let threads = q.device().cpu_conv().threads();

@@ -30,7 +30,7 @@ pub fn chunk_rows(t: usize, max_score_bytes: usize) -> usize {
 /// (a multiple of [`ROW_BLOCK`]): the scores, and the padded last block's queries and
 /// output when `t` is not a multiple of the block.
 pub fn scratch_bytes(t: usize, c: usize, chunk: usize) -> usize {
-    let pad = if t % ROW_BLOCK == 0 { 0 } else { 2 * ROW_BLOCK * c * 4 };
+    let pad = if t.is_multiple_of(ROW_BLOCK) { 0 } else { 2 * ROW_BLOCK * c * 4 };
     chunk.min(t.next_multiple_of(ROW_BLOCK)) * t * 4 + pad
 }
 
@@ -55,7 +55,7 @@ pub(crate) fn attend_f32(
             format!("q, k, v, out of {}, {}, {}, {} elements for {t} x {c}", q.len(), k.len(), v.len(), out.len()),
         ));
     }
-    if chunk == 0 || chunk % ROW_BLOCK != 0 {
+    if chunk == 0 || !chunk.is_multiple_of(ROW_BLOCK) {
         return Err(Error::op("attention", format!("a chunk of {chunk} rows is not a multiple of {ROW_BLOCK}")));
     }
     if t == 0 || c == 0 {
@@ -83,29 +83,7 @@ pub(crate) fn attend_f32(
             // SAFETY: qb holds ROW_BLOCK rows of c (stride c), k all t rows read as kᵀ
             // (column stride c, row stride 1), s ROW_BLOCK rows of t (stride t), written by
             // this call alone.
-            unsafe {
-                gemm::gemm::<f32>(
-                    ROW_BLOCK,
-                    t,
-                    c,
-                    s.as_mut_ptr(),
-                    1,
-                    t as isize,
-                    false,
-                    qb.as_ptr(),
-                    1,
-                    c as isize,
-                    k.as_ptr(),
-                    c as isize,
-                    1,
-                    0.0,
-                    scale,
-                    false,
-                    false,
-                    false,
-                    parallelism,
-                )
-            };
+            unsafe { product(s, t, qb, c, (k, c as isize, 1), scale, parallelism) };
         }
         let s = &mut scores[..blocks * ROW_BLOCK * t];
         s.par_chunks_mut(t).for_each(softmax_in_place);
@@ -114,35 +92,54 @@ pub(crate) fn attend_f32(
             let ob = if row + ROW_BLOCK <= t { &mut out[row * c..(row + ROW_BLOCK) * c] } else { &mut out_tail[..] };
             // SAFETY: ROW_BLOCK rows of probabilities (stride t), all t rows of v (stride
             // c), ROW_BLOCK rows of output (stride c), written by this call alone.
-            unsafe {
-                gemm::gemm::<f32>(
-                    ROW_BLOCK,
-                    c,
-                    t,
-                    ob.as_mut_ptr(),
-                    1,
-                    c as isize,
-                    false,
-                    s[b * ROW_BLOCK * t..].as_ptr(),
-                    1,
-                    t as isize,
-                    v.as_ptr(),
-                    1,
-                    c as isize,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    parallelism,
-                )
-            };
+            unsafe { product(ob, c, &s[b * ROW_BLOCK * t..], t, (v, 1, c as isize), 1.0, parallelism) };
         }
     }
     if tail != 0 {
         out[(t - tail) * c..].copy_from_slice(&out_tail[..tail * c]);
     }
     Ok(())
+}
+
+/// `dst[ROW_BLOCK × n] = beta · lhs[ROW_BLOCK × k] · rhs[k × n]`: `dst` and `lhs` row-major
+/// (row strides `n` and `k`), `rhs` with its column and row strides.
+///
+/// # Safety
+/// `dst` holds `ROW_BLOCK × n` and `lhs` `ROW_BLOCK × k` elements, and `rhs` every element
+/// its strides address for `k × n`.
+unsafe fn product(
+    dst: &mut [f32],
+    n: usize,
+    lhs: &[f32],
+    k: usize,
+    (rhs, rhs_cs, rhs_rs): (&[f32], isize, isize),
+    beta: f32,
+    parallelism: gemm::Parallelism,
+) {
+    debug_assert!(dst.len() >= ROW_BLOCK * n && lhs.len() >= ROW_BLOCK * k);
+    unsafe {
+        gemm::gemm::<f32>(
+            ROW_BLOCK,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.as_ptr(),
+            1,
+            k as isize,
+            rhs.as_ptr(),
+            rhs_cs,
+            rhs_rs,
+            0.0,
+            beta,
+            false,
+            false,
+            false,
+            parallelism,
+        )
+    }
 }
 
 /// `row = exp(row - max) / Σ exp(row - max)`, the sum in order.

@@ -93,11 +93,6 @@ impl HostTensor {
         &self.device
     }
 
-    /// Bytes of host memory it holds.
-    pub fn size_in_bytes(&self) -> usize {
-        self.dims.iter().product::<usize>() * self.dtype.size_in_bytes()
-    }
-
     fn runs(&self, op: &'static str, dim: usize, start: usize, len: usize) -> Result<Runs> {
         let Some(&size) = self.dims.get(dim) else {
             return Err(Error::op(op, format!("dimension {dim} of a {}-dimensional tensor", self.dims.len())));
